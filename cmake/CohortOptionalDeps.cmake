@@ -1,0 +1,51 @@
+# Resolves COHORT_WITH_TORCH / _MPI / _NCCL from AUTO|ON|OFF to a found flag
+# (COHORT_HAVE_TORCH, ...), printing one line for each that ends up off.
+
+function(cohort_resolve_option name found reason)
+  set(value "${${name}}")
+  string(TOUPPER "${value}" value)
+  if(value STREQUAL "OFF")
+    message(STATUS "cohort: ${name}=OFF (disabled by the option)")
+    set(${name}_ENABLED OFF PARENT_SCOPE)
+  elseif(found)
+    set(${name}_ENABLED ON PARENT_SCOPE)
+    message(STATUS "cohort: ${name} on")
+  elseif(value STREQUAL "ON")
+    message(FATAL_ERROR "cohort: ${name}=ON but ${reason}")
+  else()
+    message(STATUS "cohort: ${name} off: ${reason}")
+    set(${name}_ENABLED OFF PARENT_SCOPE)
+  endif()
+endfunction()
+
+# libtorch (Debian's libtorch-dev installs TorchConfig.cmake).
+set(_torch_found FALSE)
+if(NOT COHORT_WITH_TORCH STREQUAL "OFF")
+  find_package(Torch QUIET CONFIG)
+  set(_torch_found ${Torch_FOUND})
+endif()
+cohort_resolve_option(COHORT_WITH_TORCH "${_torch_found}" "libtorch not found (apt-get install libtorch-dev)")
+
+# Open MPI.
+set(_mpi_found FALSE)
+if(NOT COHORT_WITH_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS C)
+  set(_mpi_found ${MPI_C_FOUND})
+endif()
+cohort_resolve_option(COHORT_WITH_MPI "${_mpi_found}" "MPI not found (apt-get install libopenmpi-dev)")
+
+# NCCL and the CUDA runtime, under /usr/local/cuda unless CUDA_HOME says otherwise.
+set(_nccl_found FALSE)
+if(NOT COHORT_WITH_NCCL STREQUAL "OFF")
+  set(_cuda_home "$ENV{CUDA_HOME}")
+  if(NOT _cuda_home)
+    set(_cuda_home /usr/local/cuda)
+  endif()
+  find_path(COHORT_NCCL_INCLUDE_DIR nccl.h HINTS ${_cuda_home}/include)
+  find_library(COHORT_NCCL_LIBRARY nccl HINTS ${_cuda_home}/lib64 ${_cuda_home}/lib)
+  find_library(COHORT_CUDART_LIBRARY cudart HINTS ${_cuda_home}/lib64 ${_cuda_home}/lib)
+  if(COHORT_NCCL_INCLUDE_DIR AND COHORT_NCCL_LIBRARY AND COHORT_CUDART_LIBRARY)
+    set(_nccl_found TRUE)
+  endif()
+endif()
+cohort_resolve_option(COHORT_WITH_NCCL "${_nccl_found}" "nccl.h/libnccl/libcudart not found under CUDA_HOME or /usr/local/cuda")

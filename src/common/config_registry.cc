@@ -1,0 +1,185 @@
+// The config registry: the one place where COHORT_* knobs get their values.
+// This and the default process group are cohort's only global mutable state.
+#include "common/config_registry.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "cohort/config.h"
+#include "cohort/errors.h"
+
+namespace cohort {
+namespace {
+
+const char* type_name(KnobType type) {
+  switch (type) {
+    case KnobType::kBool: return "bool";
+    case KnobType::kInt: return "int";
+    case KnobType::kFloat: return "float";
+    case KnobType::kString: return "string";
+    case KnobType::kChoice: return "choice";
+  }
+  return "?";
+}
+
+bool parse_bool(const std::string& v, bool* out) {
+  if (v == "1" || v == "true" || v == "TRUE" || v == "on" || v == "yes") return *out = true, true;
+  if (v == "0" || v == "false" || v == "FALSE" || v == "off" || v == "no") return *out = false, true;
+  return false;
+}
+
+bool parse_int(const std::string& v, int64_t* out) {
+  if (v.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  *out = x;
+  return true;
+}
+
+bool parse_float(const std::string& v, double* out) {
+  if (v.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (errno != 0 || *end != '\0') return false;
+  *out = x;
+  return true;
+}
+
+bool in_choices(const KnobSpec& knob, const std::string& v) {
+  std::stringstream ss(knob.choices ? knob.choices : "");
+  std::string choice;
+  while (std::getline(ss, choice, '|')) {
+    if (choice == v) return true;
+  }
+  return false;
+}
+
+// validate throws InvalidArgument when `value` does not fit `knob`'s type.
+void validate(const KnobSpec& knob, const std::string& value, const char* from) {
+  bool ok = true;
+  bool b;
+  int64_t i;
+  double d;
+  switch (knob.type) {
+    case KnobType::kBool: ok = parse_bool(value, &b); break;
+    case KnobType::kInt: ok = parse_int(value, &i); break;
+    case KnobType::kFloat: ok = parse_float(value, &d); break;
+    case KnobType::kString: break;
+    case KnobType::kChoice: ok = in_choices(knob, value); break;
+  }
+  if (!ok) {
+    std::string expected = knob.type == KnobType::kChoice ? std::string("one of ") + knob.choices
+                                                          : std::string("a ") + type_name(knob.type);
+    throw InvalidArgument(std::string(knob.name) + " (from " + from + ") is '" +
+                          (knob.secret ? "<secret>" : value) + "', expected " + expected);
+  }
+}
+
+struct Value {
+  std::string text;
+  std::string source;
+};
+
+class Registry {
+ public:
+  static Registry& instance() {
+    static Registry registry;
+    return registry;
+  }
+
+  const KnobSpec& find(const std::string& name) const {
+    for (const KnobSpec* k : knobs::kAllKnobs) {
+      if (name == k->name) return *k;
+    }
+    throw InvalidArgument("unknown config knob '" + name + "' (cohort-info lists them all)");
+  }
+
+  Value value(const KnobSpec& knob) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = values_.find(knob.name);
+    if (it != values_.end()) return it->second;
+    Value v{knob.default_value, "default"};
+    if (const char* env = std::getenv(knob.name)) {
+      validate(knob, env, "the environment");
+      v = Value{env, "environment"};
+    }
+    values_.emplace(knob.name, v);
+    return v;
+  }
+
+  void set(const KnobSpec& knob, const std::string& text) {
+    validate(knob, text, "set_config");
+    std::lock_guard<std::mutex> lock(mu_);
+    values_[knob.name] = Value{text, "set_config"};
+    generation_.fetch_add(1);
+  }
+
+  void reset(const KnobSpec& knob) {
+    std::lock_guard<std::mutex> lock(mu_);
+    values_.erase(knob.name);
+    generation_.fetch_add(1);
+  }
+
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, Value> values_;  // cache; guarded by mu_
+  std::atomic<uint64_t> generation_{0};
+};
+
+}  // namespace
+
+bool config_bool(const KnobSpec& knob) {
+  bool b = false;
+  parse_bool(Registry::instance().value(knob).text, &b);
+  return b;
+}
+
+int64_t config_int(const KnobSpec& knob) {
+  int64_t i = 0;
+  parse_int(Registry::instance().value(knob).text, &i);
+  return i;
+}
+
+double config_float(const KnobSpec& knob) {
+  double d = 0;
+  parse_float(Registry::instance().value(knob).text, &d);
+  return d;
+}
+
+std::string config_string(const KnobSpec& knob) { return Registry::instance().value(knob).text; }
+
+uint64_t config_generation() { return Registry::instance().generation(); }
+
+std::vector<ConfigEntry> config_entries() {
+  std::vector<ConfigEntry> out;
+  for (const KnobSpec* k : knobs::kAllKnobs) {
+    Value v = Registry::instance().value(*k);
+    std::string shown = v.text;
+    if (k->secret) shown = v.text.empty() ? "" : "<set>";
+    std::string type = type_name(k->type);
+    if (k->type == KnobType::kChoice) type += " (" + std::string(k->choices) + ")";
+    out.push_back(ConfigEntry{k->name, type, shown, k->default_value, v.source, k->doc});
+  }
+  return out;
+}
+
+void set_config(const std::string& name, const std::string& value) {
+  Registry& r = Registry::instance();
+  r.set(r.find(name), value);
+}
+
+void reset_config(const std::string& name) {
+  Registry& r = Registry::instance();
+  r.reset(r.find(name));
+}
+
+}  // namespace cohort

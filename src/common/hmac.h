@@ -1,0 +1,23 @@
+// hmac.h: the few cryptographic primitives authentication needs (OpenSSL).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+using Digest = std::array<uint8_t, 32>;
+
+// hmac_sha256 returns HMAC-SHA256 of `data` under `key`.
+Digest hmac_sha256(const std::string& key, const std::vector<uint8_t>& data);
+
+// digests_equal compares in constant time, so timing tells nothing.
+bool digests_equal(const Digest& a, const Digest& b);
+
+// random_nonce returns 32 bytes from the system's secure generator.
+Digest random_nonce();
+
+}  // namespace cohort

@@ -1,0 +1,66 @@
+// knobs.h: the declaration of every COHORT_* knob, the only one.
+//
+// To add a knob: declare a KnobSpec here and list it in kAllKnobs. Read it
+// with config_bool / config_int / config_float / config_string
+// (common/config_registry.h). docs/config.md is generated from this list by
+// `cohort-info --markdown`.
+#pragma once
+
+#include <cstdint>
+
+namespace cohort {
+
+enum class KnobType { kBool, kInt, kFloat, kString, kChoice };
+
+// KnobSpec is one knob: its variable name, type, default and documentation.
+// `choices` lists the values a kChoice knob accepts, separated by '|';
+// `secret` knobs never print their value.
+struct KnobSpec {
+  const char* name;
+  KnobType type;
+  const char* default_value;
+  const char* doc;
+  const char* choices = nullptr;
+  bool secret = false;
+};
+
+namespace knobs {
+
+inline constexpr KnobSpec kLogLevel{
+    "COHORT_LOG_LEVEL", KnobType::kChoice, "warning",
+    "Least severe log level printed to stderr.", "trace|debug|info|warning|error|off"};
+
+inline constexpr KnobSpec kStoreToken{
+    "COHORT_STORE_TOKEN", KnobType::kString, "",
+    "Shared secret for TcpStore authentication (HMAC-SHA256 challenge); empty disables it.",
+    nullptr, true};
+
+inline constexpr KnobSpec kStoreMaxKeyBytes{
+    "COHORT_STORE_MAX_KEY_BYTES", KnobType::kInt, "65536",
+    "Longest key the TcpStore server accepts; a longer one closes the connection."};
+
+inline constexpr KnobSpec kStoreMaxFrameBytes{
+    "COHORT_STORE_MAX_FRAME_BYTES", KnobType::kInt, "268435456",
+    "Largest TcpStore request (and so value) the server accepts; bounds the memory a client can "
+    "make the server hold for one request."};
+
+inline constexpr KnobSpec kStoreMaxOutputBytes{
+    "COHORT_STORE_MAX_OUTPUT_BYTES", KnobType::kInt, "1048576",
+    "Unsent reply bytes after which the TcpStore server stops reading a client's requests until "
+    "it reads its replies."};
+
+inline constexpr KnobSpec kStoreHandshakeTimeoutS{
+    "COHORT_STORE_HANDSHAKE_TIMEOUT_S", KnobType::kFloat, "30",
+    "Seconds a new TcpStore connection has to complete its hello (and authentication)."};
+
+inline constexpr KnobSpec kConnectRetryMaxMs{
+    "COHORT_CONNECT_RETRY_MAX_MS", KnobType::kInt, "1000",
+    "Longest pause between two attempts to connect to a peer or store that is not up yet."};
+
+inline constexpr const KnobSpec* kAllKnobs[] = {
+    &kLogLevel,          &kStoreToken,          &kStoreMaxKeyBytes,  &kStoreMaxFrameBytes,
+    &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS, &kConnectRetryMaxMs,
+};
+
+}  // namespace knobs
+}  // namespace cohort

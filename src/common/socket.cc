@@ -1,0 +1,243 @@
+#include "common/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/config_registry.h"
+
+namespace cohort {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string sockaddr_text(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
+    port = ntohs(in->sin_port);
+  } else if (sa->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
+    port = ntohs(in6->sin6_port);
+  }
+  return format_address(buf, port);
+}
+
+struct AddrInfoList {
+  addrinfo* head = nullptr;
+  ~AddrInfoList() {
+    if (head) freeaddrinfo(head);
+  }
+};
+
+Status resolve(const std::string& host, uint16_t port, bool passive, AddrInfoList* out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : AI_ADDRCONFIG;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out->head);
+  if (rc != 0) {
+    return network_error("cannot resolve host '" + host + "': " + gai_strerror(rc));
+  }
+  return Status::ok_status();
+}
+
+Status set_nodelay(int fd) {
+  int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+    return network_error("setsockopt(TCP_NODELAY): " + errno_text(errno));
+  }
+  return Status::ok_status();
+}
+
+Result<Socket> bind_and_listen(int family, const sockaddr* addr, socklen_t len, int backlog) {
+  Socket s(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return network_error("socket(): " + errno_text(errno));
+  int one = 1;
+  setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (family == AF_INET6) {
+    int zero = 0;  // dual-stack: also accept IPv4 on the same port
+    setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  }
+  if (::bind(s.fd(), addr, len) != 0) {
+    return network_error("cannot bind " + sockaddr_text(addr) + ": " + errno_text(errno));
+  }
+  if (::listen(s.fd(), backlog) != 0) {
+    return network_error("cannot listen on " + sockaddr_text(addr) + ": " + errno_text(errno));
+  }
+  return s;
+}
+
+// try_connect makes one attempt at one address; returns the errno on failure.
+int try_connect(const addrinfo* ai, Deadline deadline, Socket* out) {
+  Socket s(::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return errno;
+  if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
+    if (errno != EINPROGRESS) return errno;
+    pollfd p{s.fd(), POLLOUT, 0};
+    int rc;
+    do {
+      rc = ::poll(&p, 1, deadline.poll_timeout_ms());
+    } while (rc < 0 && errno == EINTR);
+    if (rc == 0) return ETIMEDOUT;
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return err;
+  }
+  *out = std::move(s);
+  return 0;
+}
+
+}  // namespace
+
+void Socket::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::string format_address(const std::string& host, uint16_t port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return (host.empty() ? std::string("*") : host) + ":" + std::to_string(port);
+}
+
+Result<Socket> listen_tcp(const std::string& host, uint16_t port, int backlog) {
+  if (host.empty()) {
+    sockaddr_in6 any6{};
+    any6.sin6_family = AF_INET6;
+    any6.sin6_addr = in6addr_any;
+    any6.sin6_port = htons(port);
+    auto s6 = bind_and_listen(AF_INET6, reinterpret_cast<sockaddr*>(&any6), sizeof any6, backlog);
+    if (s6.ok()) return s6;
+    sockaddr_in any4{};
+    any4.sin_family = AF_INET;
+    any4.sin_addr.s_addr = htonl(INADDR_ANY);
+    any4.sin_port = htons(port);
+    return bind_and_listen(AF_INET, reinterpret_cast<sockaddr*>(&any4), sizeof any4, backlog);
+  }
+  AddrInfoList list;
+  Status st = resolve(host, port, true, &list);
+  if (!st.ok()) return st;
+  Status last = network_error("no address for '" + host + "'");
+  for (addrinfo* ai = list.head; ai; ai = ai->ai_next) {
+    auto s = bind_and_listen(ai->ai_family, ai->ai_addr, ai->ai_addrlen, backlog);
+    if (s.ok()) return s;
+    last = s.status();
+  }
+  return last;
+}
+
+uint16_t local_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return 0;
+}
+
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  return sockaddr_text(reinterpret_cast<sockaddr*>(&ss));
+}
+
+Result<Socket> connect_tcp(const std::string& host, uint16_t port, Deadline deadline) {
+  const std::string where = format_address(host, port);
+  const auto max_pause = std::chrono::milliseconds(std::max<int64_t>(1, config_int(knobs::kConnectRetryMaxMs)));
+  auto pause = std::chrono::milliseconds(5);
+  int last_err = 0;
+  int attempts = 0;
+  for (;;) {
+    AddrInfoList list;
+    Status st = resolve(host, port, false, &list);
+    if (!st.ok()) return st;
+    for (addrinfo* ai = list.head; ai; ai = ai->ai_next) {
+      Socket s;
+      ++attempts;
+      int err = try_connect(ai, deadline, &s);
+      if (err == 0) {
+        Status nd = set_nodelay(s.fd());
+        if (!nd.ok()) return nd;
+        return s;
+      }
+      last_err = err;
+    }
+    if (deadline.expired() || deadline.remaining() < std::chrono::milliseconds(1)) break;
+    // The peer may not be listening yet: wait and try again.
+    std::this_thread::sleep_for(std::min(pause, deadline.remaining()));
+    pause = std::min(pause * 2, max_pause);
+    if (deadline.expired()) break;
+  }
+  return timeout_error("could not connect to " + where + " before the deadline (" +
+                       std::to_string(attempts) + " attempts; last error: " + errno_text(last_err) + ")");
+}
+
+Status set_nonblocking(int fd, bool on) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  if (flags < 0) return network_error("fcntl(F_GETFL): " + errno_text(errno));
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (fcntl(fd, F_SETFL, flags) != 0) return network_error("fcntl(F_SETFL): " + errno_text(errno));
+  return Status::ok_status();
+}
+
+Status send_all(int fd, const void* data, size_t n, Deadline deadline) {
+  auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      p += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd pfd{fd, POLLOUT, 0};
+      int rc = ::poll(&pfd, 1, deadline.poll_timeout_ms());
+      if (rc == 0) return timeout_error("send to " + peer_address(fd) + " did not finish before the deadline");
+      continue;
+    }
+    return network_error("send to " + peer_address(fd) + " failed: " + errno_text(errno));
+  }
+  return Status::ok_status();
+}
+
+Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline) {
+  for (;;) {
+    pollfd pfd{fd, POLLIN, 0};
+    int rc = ::poll(&pfd, 1, deadline.poll_timeout_ms());
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0) return timeout_error("no reply from " + peer_address(fd) + " before the deadline");
+    ssize_t r = ::recv(fd, data, n, 0);
+    if (r > 0) return static_cast<size_t>(r);
+    if (r == 0) return network_error("connection closed by " + peer_address(fd));
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+    return network_error("receive from " + peer_address(fd) + " failed: " + errno_text(errno));
+  }
+}
+
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+}  // namespace cohort

@@ -1,0 +1,86 @@
+// status.h: errors as values inside cohort.
+//
+// Internal code returns Status (or Result<T>) instead of throwing, so that an
+// error can travel from an I/O thread to the caller's thread. The public API
+// turns a Status into the matching cohort::Error subclass with throw_if_error.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace cohort {
+
+// StatusCode maps one to one onto the public exception classes.
+enum class StatusCode {
+  kOk,
+  kStoreError,
+  kNetworkError,
+  kTimeout,
+  kInvalidArgument,
+  kDesync,
+  kBackendError,
+};
+
+// Status is a copyable error value: a code and a message for a person.
+class Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status ok_status() { return Status(); }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // with_context returns this error with "context: " in front of the message.
+  Status with_context(const std::string& context) const {
+    if (ok()) return *this;
+    return Status(code_, context + ": " + message_);
+  }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+inline Status store_error(std::string m) { return Status(StatusCode::kStoreError, std::move(m)); }
+inline Status network_error(std::string m) { return Status(StatusCode::kNetworkError, std::move(m)); }
+inline Status timeout_error(std::string m) { return Status(StatusCode::kTimeout, std::move(m)); }
+inline Status invalid_argument(std::string m) {
+  return Status(StatusCode::kInvalidArgument, std::move(m));
+}
+
+// throw_status throws the cohort::Error subclass that matches `status`.
+[[noreturn]] void throw_status(const Status& status);
+
+// throw_if_error throws when `status` is not ok.
+inline void throw_if_error(const Status& status) {
+  if (!status.ok()) throw_status(status);
+}
+
+// Result holds a value or the Status that explains why there is none.
+template <class T>
+class Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  T& value() { return *value_; }
+  const T& value() const { return *value_; }
+
+  // value_or_throw returns the value, or throws the matching cohort::Error.
+  T value_or_throw() && {
+    throw_if_error(status_);
+    return std::move(*value_);
+  }
+
+ private:
+  std::optional<T> value_;
+  Status status_;
+};
+
+}  // namespace cohort
