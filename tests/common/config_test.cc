@@ -1,0 +1,74 @@
+// The config registry: one declaration per knob, typed values, sources.
+#include <gtest/gtest.h>
+
+#include "cohort/config.h"
+#include "cohort/errors.h"
+#include "common/config_registry.h"
+#include "common/logging.h"
+
+namespace cohort {
+namespace {
+
+const ConfigEntry& entry(const std::vector<ConfigEntry>& all, const std::string& name) {
+  for (const auto& e : all) {
+    if (e.name == name) return e;
+  }
+  throw std::runtime_error("no knob " + name);
+}
+
+TEST(ConfigTest, EveryDeclaredKnobIsListedWithItsDoc) {
+  auto all = config_entries();
+  EXPECT_EQ(all.size(), std::size(knobs::kAllKnobs));
+  for (const auto& e : all) {
+    EXPECT_EQ(e.name.rfind("COHORT_", 0), 0u) << e.name;
+    EXPECT_FALSE(e.doc.empty()) << e.name;
+  }
+}
+
+TEST(ConfigTest, SetConfigOverridesAndResetRestores) {
+  reset_config("COHORT_STORE_MAX_KEY_BYTES");
+  const int64_t declared = config_int(knobs::kStoreMaxKeyBytes);
+  set_config("COHORT_STORE_MAX_KEY_BYTES", "123");
+  EXPECT_EQ(config_int(knobs::kStoreMaxKeyBytes), 123);
+  EXPECT_EQ(entry(config_entries(), "COHORT_STORE_MAX_KEY_BYTES").source, "set_config");
+  reset_config("COHORT_STORE_MAX_KEY_BYTES");
+  EXPECT_EQ(config_int(knobs::kStoreMaxKeyBytes), declared);
+}
+
+TEST(ConfigTest, ValueOfTheWrongTypeNamesTheKnobAndTheValue) {
+  try {
+    set_config("COHORT_STORE_MAX_KEY_BYTES", "lots");
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("COHORT_STORE_MAX_KEY_BYTES"), std::string::npos) << m;
+    EXPECT_NE(m.find("lots"), std::string::npos) << m;
+  }
+  EXPECT_THROW(set_config("COHORT_LOG_LEVEL", "loud"), InvalidArgument);
+}
+
+TEST(ConfigTest, UnknownKnobIsInvalidArgument) {
+  EXPECT_THROW(set_config("COHORT_NO_SUCH_THING", "1"), InvalidArgument);
+}
+
+TEST(ConfigTest, SecretValuesAreNeverShown) {
+  set_config("COHORT_STORE_TOKEN", "hunter2");
+  EXPECT_EQ(entry(config_entries(), "COHORT_STORE_TOKEN").value, "<set>");
+  EXPECT_EQ(config_string(knobs::kStoreToken), "hunter2");
+  reset_config("COHORT_STORE_TOKEN");
+}
+
+TEST(ConfigTest, LogLevelFollowsTheRegistry) {
+  set_config("COHORT_LOG_LEVEL", "error");
+  EXPECT_FALSE(log_enabled(LogLevel::kWarning));
+  EXPECT_TRUE(log_enabled(LogLevel::kError));
+  set_config("COHORT_LOG_LEVEL", "debug");
+  EXPECT_TRUE(log_enabled(LogLevel::kDebug));
+  EXPECT_FALSE(log_enabled(LogLevel::kTrace));
+  set_config("COHORT_LOG_LEVEL", "off");
+  EXPECT_FALSE(log_enabled(LogLevel::kError));
+  reset_config("COHORT_LOG_LEVEL");
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,207 @@
+// TcpStore beyond the conformance suite: addresses, authentication, waiting
+// for workers, and what a client sees when the server goes away.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "cohort/errors.h"
+#include "cohort/tcp_store.h"
+#include "cohort/tcp_store_server.h"
+#include "common/socket.h"
+
+namespace cohort {
+namespace {
+
+using std::chrono::milliseconds;
+
+TcpStoreOptions client_options(uint16_t port, std::optional<std::string> token = std::string()) {
+  TcpStoreOptions o;
+  o.port = port;
+  o.timeout = std::chrono::seconds(20);
+  o.token = std::move(token);
+  return o;
+}
+
+std::unique_ptr<TcpStoreServer> start_server(const std::string& host, std::string token = "") {
+  TcpStoreServerOptions so;
+  so.host = host;
+  so.port = 0;
+  so.token = std::move(token);
+  return std::make_unique<TcpStoreServer>(so);
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+TEST(TcpStoreTest, ServerInsideTheClientPicksAFreePortWhenAskedForZero) {
+  TcpStoreOptions o = client_options(0);
+  o.is_server = true;
+  TcpStore store("127.0.0.1", o);
+  EXPECT_NE(store.port(), 0);
+  ASSERT_NE(store.server(), nullptr);
+  EXPECT_EQ(store.server()->port(), store.port());
+  TcpStore other("127.0.0.1", client_options(store.port()));
+  other.set("k", to_bytes("v"));
+  EXPECT_EQ(to_string(store.get("k")), "v");
+}
+
+TEST(TcpStoreTest, WorksOverIpv6Loopback) {
+  auto server = start_server("::1");
+  TcpStore store("::1", client_options(server->port()));
+  store.set("six", to_bytes("yes"));
+  EXPECT_EQ(to_string(store.get("six")), "yes");
+}
+
+TEST(TcpStoreTest, ServerOnEveryAddressIsReachableByHostName) {
+  auto server = start_server("");
+  TcpStore store("localhost", client_options(server->port()));
+  EXPECT_EQ(store.add("n", 2), 2);
+}
+
+TEST(TcpStoreTest, ClientWaitsForAServerThatStartsLater) {
+  uint16_t port;
+  {
+    auto probe = listen_tcp("127.0.0.1", 0);
+    ASSERT_TRUE(probe.ok());
+    port = local_port(probe.value().fd());
+  }
+  std::unique_ptr<TcpStoreServer> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    TcpStoreServerOptions so;
+    so.host = "127.0.0.1";
+    so.port = port;
+    server = std::make_unique<TcpStoreServer>(so);
+  });
+  TcpStore store("127.0.0.1", client_options(port));
+  store.set("up", to_bytes("1"));
+  starter.join();
+  EXPECT_EQ(server->stats().keys, 1);
+}
+
+TEST(TcpStoreTest, NoServerIsATimeoutNamingTheAddress) {
+  uint16_t port;
+  {
+    auto probe = listen_tcp("127.0.0.1", 0);
+    port = local_port(probe.value().fd());
+  }
+  TcpStoreOptions o = client_options(port);
+  o.timeout = milliseconds(300);
+  std::string m = message_of([&] { TcpStore store("127.0.0.1", o); });
+  EXPECT_NE(m.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << m;
+  EXPECT_THROW(TcpStore("127.0.0.1", o), TimeoutError);
+}
+
+TEST(TcpStoreTest, WrongTokenIsRefusedOnBothSidesBeforeAnyKeyIsWritten) {
+  auto server = start_server("127.0.0.1", "right");
+  std::string m = message_of([&] { TcpStore store("127.0.0.1", client_options(server->port(), "wrong")); });
+  EXPECT_NE(m.find("authentication failed"), std::string::npos) << m;
+  EXPECT_THROW(TcpStore("127.0.0.1", client_options(server->port(), "wrong")), StoreError);
+  auto stats = server->stats();
+  EXPECT_EQ(stats.refused_authentications, 2);
+  EXPECT_EQ(stats.keys, 0);
+  TcpStore good("127.0.0.1", client_options(server->port(), "right"));
+  good.set("after", to_bytes("ok"));
+  EXPECT_EQ(to_string(good.get("after")), "ok");
+}
+
+TEST(TcpStoreTest, ClientWithoutTokenIsToldToSetOne) {
+  auto server = start_server("127.0.0.1", "right");
+  std::string m = message_of([&] { TcpStore store("127.0.0.1", client_options(server->port(), "")); });
+  EXPECT_NE(m.find("requires authentication"), std::string::npos) << m;
+  EXPECT_NE(m.find("COHORT_STORE_TOKEN"), std::string::npos) << m;
+}
+
+TEST(TcpStoreTest, ClientWithTokenRefusesAServerThatAsksForNone) {
+  auto server = start_server("127.0.0.1", "");
+  std::string m = message_of([&] { TcpStore store("127.0.0.1", client_options(server->port(), "mine")); });
+  EXPECT_NE(m.find("does not ask for one"), std::string::npos) << m;
+}
+
+TEST(TcpStoreTest, ServerSideWaitsForWorkersAndNamesTheCountOnTimeout) {
+  TcpStoreOptions o = client_options(0);
+  o.is_server = true;
+  o.num_workers = 3;
+  o.timeout = milliseconds(300);
+  std::string m = message_of([&] { TcpStore store("127.0.0.1", o); });
+  EXPECT_NE(m.find("only 1 of 3 workers"), std::string::npos) << m;
+}
+
+TEST(TcpStoreTest, ServerSideReturnsOnceEveryWorkerConnected) {
+  uint16_t port;
+  {
+    auto probe = listen_tcp("", 0);
+    port = local_port(probe.value().fd());
+  }
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.emplace_back([port] {
+      TcpStoreOptions o = client_options(port);
+      o.num_workers = 3;
+      TcpStore store("127.0.0.1", o);
+      store.wait({"go"});
+    });
+  }
+  TcpStoreOptions o = client_options(port);
+  o.is_server = true;
+  o.num_workers = 3;
+  TcpStore server_side("127.0.0.1", o);
+  EXPECT_EQ(server_side.add("cohort/tcpstore/workers", 0), 3);
+  server_side.set("go", to_bytes("1"));
+  for (auto& w : workers) w.join();
+}
+
+TEST(TcpStoreTest, KeyLongerThanTheLimitIsInvalidArgumentAndTheConnectionSurvives) {
+  auto server = start_server("127.0.0.1");
+  TcpStore store("127.0.0.1", client_options(server->port()));
+  std::string m = message_of([&] { store.set(std::string(70000, 'k'), to_bytes("v")); });
+  EXPECT_NE(m.find("COHORT_STORE_MAX_KEY_BYTES"), std::string::npos) << m;
+  store.set("short", to_bytes("v"));
+  EXPECT_EQ(to_string(store.get("short")), "v");
+}
+
+TEST(TcpStoreTest, ServerGoingAwayFailsABlockedGetWithStoreError) {
+  auto server = start_server("127.0.0.1");
+  TcpStoreOptions o = client_options(server->port());
+  o.timeout = std::chrono::seconds(60);
+  TcpStore store("127.0.0.1", o);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    server.reset();
+  });
+  std::string m = message_of([&] { store.get("never"); });
+  stopper.join();
+  EXPECT_NE(m.find("connection closed"), std::string::npos) << m;
+  EXPECT_NE(m.find("never"), std::string::npos) << m;
+  store.set_timeout(milliseconds(300));
+  EXPECT_THROW(store.get("never"), TimeoutError) << "the reconnect finds no server";
+}
+
+TEST(TcpStoreTest, ManyWaitersOnOneKeyAreAllWokenBySet) {
+  auto server = start_server("127.0.0.1");
+  constexpr int kWaiters = 32;
+  std::vector<std::thread> threads;
+  std::atomic<int> woken{0};
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&] {
+      TcpStore c("127.0.0.1", client_options(server->port()));
+      c.get("signal");
+      woken++;
+    });
+  }
+  while (server->stats().pending_waits < kWaiters) std::this_thread::sleep_for(milliseconds(5));
+  TcpStore setter("127.0.0.1", client_options(server->port()));
+  setter.set("signal", to_bytes("go"));
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(woken.load(), kWaiters);
+  EXPECT_EQ(server->stats().pending_waits, 0);
+}
+
+}  // namespace
+}  // namespace cohort
