@@ -114,12 +114,16 @@ int EventLoop::next_timeout_ms() const {
 void EventLoop::run() {
   constexpr int kMaxEvents = 256;
   epoll_event events[kMaxEvents];
+  Clock::time_point last_event = Clock::now() - spin_;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(posted_mu_);
       if (stopping_) return;
     }
-    int n = epoll_wait(epoll_fd_, events, kMaxEvents, next_timeout_ms());
+    int timeout = next_timeout_ms();
+    if (spin_.count() > 0 && Clock::now() - last_event < spin_) timeout = 0;
+    int n = epoll_wait(epoll_fd_, events, kMaxEvents, timeout);
+    if (n > 0) last_event = Clock::now();
     if (n < 0 && errno != EINTR) {
       throw NetworkError(std::string("epoll_wait failed: ") + std::strerror(errno));
     }

@@ -57,9 +57,20 @@ inline constexpr KnobSpec kConnectRetryMaxMs{
     "COHORT_CONNECT_RETRY_MAX_MS", KnobType::kInt, "1000",
     "Longest pause between two attempts to connect to a peer or store that is not up yet."};
 
+inline constexpr KnobSpec kStoreClientSpinUs{
+    "COHORT_STORE_CLIENT_SPIN_US", KnobType::kInt, "50",
+    "Microseconds a TcpStore client polls for a reply before sleeping; a sleeping thread takes "
+    "25-50 us to wake, longer than a whole store round trip. 0 disables."};
+
+inline constexpr KnobSpec kStoreServerSpinUs{
+    "COHORT_STORE_SERVER_SPIN_US", KnobType::kInt, "50",
+    "Microseconds the TcpStore server keeps polling after its last request before it sleeps, so "
+    "that a client's next request finds it awake. 0 disables."};
+
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,          &kStoreToken,          &kStoreMaxKeyBytes,  &kStoreMaxFrameBytes,
-    &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS, &kConnectRetryMaxMs,
+    &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS, &kConnectRetryMaxMs, &kStoreClientSpinUs,
+    &kStoreServerSpinUs,
 };
 
 }  // namespace knobs

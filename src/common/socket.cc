@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -50,6 +51,13 @@ Status resolve(const std::string& host, uint16_t port, bool passive, AddrInfoLis
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = passive ? AI_PASSIVE : AI_ADDRCONFIG;
   std::string service = std::to_string(port);
+  // A numeric address needs no lookup (and AI_ADDRCONFIG would ask the
+  // kernel for every interface, on every connect).
+  in6_addr probe;
+  if (host.find(':') != std::string::npos ? inet_pton(AF_INET6, host.c_str(), &probe) == 1
+                                          : inet_pton(AF_INET, host.c_str(), &probe) == 1) {
+    hints.ai_flags = AI_NUMERICHOST | (passive ? AI_PASSIVE : 0);
+  }
   int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out->head);
   if (rc != 0) {
     return network_error("cannot resolve host '" + host + "': " + gai_strerror(rc));
@@ -84,22 +92,26 @@ Result<Socket> bind_and_listen(int family, const sockaddr* addr, socklen_t len, 
 }
 
 // try_connect makes one attempt at one address; returns the errno on failure.
+// The connect itself blocks, bounded by SO_SNDTIMEO (which connect(2)
+// honours): on loopback and LANs it completes inside the call, which spares
+// a poll(2) and a wake-up per connection.
 int try_connect(const addrinfo* ai, Deadline deadline, Socket* out) {
-  Socket s(::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  Socket s(::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) return errno;
-  if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
-    if (errno != EINPROGRESS) return errno;
-    pollfd p{s.fd(), POLLOUT, 0};
-    int rc;
-    do {
-      rc = ::poll(&p, 1, deadline.poll_timeout_ms());
-    } while (rc < 0 && errno == EINTR);
-    if (rc == 0) return ETIMEDOUT;
-    int err = 0;
-    socklen_t len = sizeof err;
-    getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return err;
+  if (!deadline.is_never()) {
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining());
+    if (left.count() <= 0) return ETIMEDOUT;
+    timeval tv{static_cast<time_t>(left.count() / 1000000), static_cast<suseconds_t>(left.count() % 1000000)};
+    setsockopt(s.fd(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
+  int rc;
+  do {
+    rc = ::connect(s.fd(), ai->ai_addr, ai->ai_addrlen);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return errno == EINPROGRESS ? ETIMEDOUT : errno;
+  timeval zero{0, 0};
+  setsockopt(s.fd(), SOL_SOCKET, SO_SNDTIMEO, &zero, sizeof zero);
+  if (!set_nonblocking(s.fd(), true).ok()) return errno;
   *out = std::move(s);
   return 0;
 }
@@ -218,7 +230,48 @@ Status send_all(int fd, const void* data, size_t n, Deadline deadline) {
   return Status::ok_status();
 }
 
-Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline) {
+namespace {
+
+// SpinPermit admits at most half the cores' worth of threads of this process
+// to spin at once: a thousand threads spinning on two cores would starve the
+// very threads they wait for. Threads that get no permit sleep in poll(2).
+class SpinPermit {
+ public:
+  SpinPermit() {
+    static const int limit = std::max(1u, std::thread::hardware_concurrency() / 2);
+    granted_ = spinners().fetch_add(1, std::memory_order_acq_rel) < limit;
+    if (!granted_) spinners().fetch_sub(1, std::memory_order_acq_rel);
+  }
+  ~SpinPermit() {
+    if (granted_) spinners().fetch_sub(1, std::memory_order_acq_rel);
+  }
+  SpinPermit(const SpinPermit&) = delete;
+  SpinPermit& operator=(const SpinPermit&) = delete;
+  bool granted() const { return granted_; }
+
+ private:
+  static std::atomic<int>& spinners() {
+    static std::atomic<int> count{0};
+    return count;
+  }
+  bool granted_ = false;
+};
+
+}  // namespace
+
+Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline, std::chrono::microseconds spin) {
+  SpinPermit permit;
+  if (spin.count() > 0 && permit.granted()) {
+    const auto until = Clock::now() + spin;
+    do {
+      ssize_t r = ::recv(fd, data, n, MSG_DONTWAIT);
+      if (r > 0) return static_cast<size_t>(r);
+      if (r == 0) return network_error("connection closed by " + peer_address(fd));
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return network_error("receive from " + peer_address(fd) + " failed: " + errno_text(errno));
+      }
+    } while (Clock::now() < until);
+  }
   for (;;) {
     pollfd pfd{fd, POLLIN, 0};
     int rc = ::poll(&pfd, 1, deadline.poll_timeout_ms());
@@ -234,7 +287,14 @@ Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline) {
 
 void raise_fd_limit() {
   rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  // A privileged process may also raise the hard limit; try for 64 Ki.
+  constexpr rlim_t kWanted = 65536;
+  if (rl.rlim_max < kWanted) {
+    rlimit more{kWanted, kWanted};
+    if (setrlimit(RLIMIT_NOFILE, &more) == 0) return;
+  }
+  if (rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }

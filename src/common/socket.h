@@ -73,11 +73,15 @@ Status set_nonblocking(int fd, bool on);
 Status send_all(int fd, const void* data, size_t n, Deadline deadline);
 
 // recv_some waits until at least one byte is readable and reads up to `n`.
+// It first polls without sleeping for up to `spin` (a reply that is a few
+// microseconds away costs less than a wake-up), then sleeps in poll(2).
 // Returns the count; a peer that closed is kNetworkError.
-Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline);
+Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline,
+                         std::chrono::microseconds spin = std::chrono::microseconds(0));
 
-// raise_fd_limit raises this process's open-file limit to its hard limit, so
-// that a server (or a benchmark) can hold thousands of connections.
+// raise_fd_limit raises this process's open-file limit (to 65536 when
+// privileged, else to the hard limit), so that a server (or a benchmark)
+// can hold thousands of connections.
 void raise_fd_limit();
 
 }  // namespace cohort

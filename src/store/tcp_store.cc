@@ -4,6 +4,7 @@
 #include "cohort/tcp_store.h"
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include "cohort/errors.h"
@@ -24,6 +25,8 @@ const char kWorkersDoneKey[] = "cohort/tcpstore/workers_done";
 // blocking call; only a frozen server ever uses it up.
 constexpr std::chrono::seconds kReplyGrace{10};
 
+constexpr size_t kInitialReadCapacity = 4096;
+
 }  // namespace
 
 struct TcpStore::State {
@@ -34,41 +37,69 @@ struct TcpStore::State {
   std::unique_ptr<TcpStoreServer> server;
   std::atomic<int64_t> timeout_ms{kDefaultStoreTimeout.count()};
   wire::Limits limits{};
+  std::chrono::microseconds spin{0};  // COHORT_STORE_CLIENT_SPIN_US
 
   std::mutex mu;  // one request at a time; guards everything below
   Socket socket;
-  std::vector<uint8_t> in;  // received bytes not yet consumed, from in_pos on
-  size_t in_pos = 0;
+  std::unique_ptr<uint8_t[]> in{new uint8_t[kInitialReadCapacity]};  // received bytes
+  size_t in_capacity = kInitialReadCapacity;
+  size_t in_pos = 0;  // in[in_pos, in_end) is received and not yet consumed
+  size_t in_end = 0;
   std::vector<uint8_t> out;  // reused request buffer
+  wire::ClientHello hello;     // the hello sent on this connection
+  bool hello_pending = false;  // the server's hello is not read yet
 
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms.load()); }
 
-  // read_exact makes at least `n` unconsumed bytes available in `in`.
+  // read_exact makes at least `n` unconsumed bytes available in `in`. It
+  // grows `in` without zero-filling (a reply is usually a few bytes, and
+  // thousands of clients in one process must not each touch 64 KiB).
   Status read_exact(size_t n, Deadline deadline) {
-    while (in.size() - in_pos < n) {
+    while (in_end - in_pos < n) {
       if (in_pos > 0) {
-        in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(in_pos));
+        std::memmove(in.get(), in.get() + in_pos, in_end - in_pos);
+        in_end -= in_pos;
         in_pos = 0;
       }
-      size_t old = in.size();
-      size_t want = std::max<size_t>(n - old, 64 * 1024);
-      in.resize(old + want);
-      auto got = recv_some(socket.fd(), in.data() + old, want, deadline);
-      in.resize(old + (got.ok() ? got.value() : 0));
+      if (in_capacity < n) {
+        size_t capacity = std::max(n, in_capacity * 2);
+        std::unique_ptr<uint8_t[]> bigger(new uint8_t[capacity]);
+        std::memcpy(bigger.get(), in.get(), in_end);
+        in = std::move(bigger);
+        in_capacity = capacity;
+      }
+      auto got = recv_some(socket.fd(), in.get() + in_end, in_capacity - in_end, deadline, spin);
       if (!got.ok()) return got.status();
+      in_end += got.value();
     }
     return Status::ok_status();
   }
 
+  // handshake sends the hello. With a token it completes the challenge
+  // before returning. Without one the server's hello is read later, with
+  // the reply to the first request, which saves a round trip per connection
+  // (the server answers nothing before the hello checks out, so nothing is
+  // lost or leaked by sending early).
   Status handshake(Deadline deadline) {
-    wire::ClientHello hello;
-    hello.nonce = random_nonce();
+    hello = wire::ClientHello();
+    // The nonce matters only with a token; drawing it costs a DRBG per thread.
+    if (!token.empty()) hello.nonce = random_nonce();
     hello.has_token = !token.empty();
     auto bytes = wire::encode_client_hello(hello);
     Status st = send_all(socket.fd(), bytes.data(), bytes.size(), deadline);
-    if (st.ok()) st = read_exact(wire::kServerHelloBytes, deadline);
     if (!st.ok()) return st;
-    wire::ServerHello reply = wire::decode_server_hello(in.data() + in_pos);
+    hello_pending = true;
+    if (token.empty()) return Status::ok_status();
+    return finish_handshake(deadline);
+  }
+
+  // finish_handshake reads and checks the server's hello (and, with a token,
+  // runs the challenge).
+  Status finish_handshake(Deadline deadline) {
+    hello_pending = false;
+    Status st = read_exact(wire::kServerHelloBytes, deadline);
+    if (!st.ok()) return st;
+    wire::ServerHello reply = wire::decode_server_hello(in.get() + in_pos);
     in_pos += wire::kServerHelloBytes;
     if (reply.magic != wire::kMagic) {
       return store_error(address + " did not answer like a cohort store (wrong magic); is another service on that port?");
@@ -107,8 +138,7 @@ struct TcpStore::State {
   }
 
   Status connect(Deadline deadline) {
-    in.clear();
-    in_pos = 0;
+    in_pos = in_end = 0;
     auto s = connect_tcp(host, port, deadline);
     if (!s.ok()) {
       if (s.status().code() == StatusCode::kTimeout) {
@@ -151,9 +181,17 @@ struct TcpStore::State {
     }
     Status st = send_all(socket.fd(), out.data(), out.size(), deadline);
     std::optional<uint64_t> length;
+    if (st.ok() && hello_pending) {
+      Status hs = finish_handshake(Deadline::after(timeout()));
+      if (!hs.ok() && hs.code() == StatusCode::kStoreError) {
+        socket.reset();
+        throw_status(hs.with_context("TcpStore " + what));
+      }
+      st = hs;
+    }
     if (st.ok()) st = read_exact(wire::kFrameHeaderBytes, deadline);
     if (st.ok()) {
-      auto len = wire::frame_length(in.data() + in_pos, in.size() - in_pos, limits);
+      auto len = wire::frame_length(in.get() + in_pos, in_end - in_pos, limits);
       st = len.ok() ? Status() : store_error("bad reply frame: " + len.status().message());
       if (st.ok()) length = len.value();
     }
@@ -163,7 +201,7 @@ struct TcpStore::State {
       StatusCode code = st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kStoreError;
       throw_status(Status(code, "TcpStore " + what + " to " + address + " failed: " + st.message()));
     }
-    auto reply = wire::decode_reply(q.op, in.data() + in_pos + wire::kFrameHeaderBytes, *length, limits);
+    auto reply = wire::decode_reply(q.op, in.get() + in_pos + wire::kFrameHeaderBytes, *length, limits);
     in_pos += wire::kFrameHeaderBytes + *length;
     if (!reply.ok()) {
       socket.reset();
@@ -207,6 +245,7 @@ TcpStore::TcpStore(std::string host, const TcpStoreOptions& options) : state_(st
   s.token = options.token ? *options.token : config_string(knobs::kStoreToken);
   s.timeout_ms = options.timeout.count();
   s.limits = wire::limits_from_config();
+  s.spin = std::chrono::microseconds(config_int(knobs::kStoreClientSpinUs));
   if (options.is_server) {
     TcpStoreServerOptions so;
     so.port = options.port;

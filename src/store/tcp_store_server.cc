@@ -42,7 +42,9 @@ enum class Phase { kHello, kAuth, kReady };
 
 struct Connection {
   Socket socket;
-  std::string peer;
+  // peer returns "addr:port" of the client, for log lines (looked up only
+  // when a line is written: thousands of connects should not each pay it).
+  std::string peer() const { return peer_address(socket.fd()); }
   Phase phase = Phase::kHello;
   Digest client_nonce{};
   Digest server_nonce{};
@@ -78,6 +80,7 @@ struct TcpStoreServer::State {
   std::unordered_map<std::string, std::unordered_set<int>> waiters;  // key -> parked fds
   std::vector<int> resume;  // parked connections that were answered and may go on
   TcpStoreServerStats counters;
+  std::unique_ptr<uint8_t[]> scratch{new uint8_t[kReadChunk]};  // read_some's buffer
   Clock::time_point last_accept_warning{};
 
   // ---- connections -------------------------------------------------------
@@ -92,7 +95,6 @@ struct TcpStoreServer::State {
       }
       auto conn = std::make_unique<Connection>();
       conn->socket = Socket(fd);
-      conn->peer = peer_address(fd);
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       conn->handshake_timer = loop.add_timer(Clock::now() + handshake_timeout, [this, fd] {
@@ -105,6 +107,9 @@ struct TcpStoreServer::State {
       loop.watch(fd, conn->interest, [this, fd](uint32_t events) { on_event(fd, events); });
       connections.emplace(fd, std::move(conn));
       ++counters.accepted_connections;
+      // A client sends its hello right after connecting; it is often here
+      // already, and reading now saves a trip through epoll.
+      on_event(fd, EPOLLIN);
     }
   }
 
@@ -131,9 +136,9 @@ struct TcpStoreServer::State {
   void close_connection(Connection* c, const std::string& reason, bool protocol_error) {
     if (protocol_error) {
       ++counters.closed_for_protocol_errors;
-      COHORT_LOG(kWarning) << "store server: closing connection from " << c->peer << ": " << reason;
+      COHORT_LOG(kWarning) << "store server: closing connection from " << c->peer() << ": " << reason;
     } else {
-      COHORT_LOG(kDebug) << "store server: connection from " << c->peer << " closed: " << reason;
+      COHORT_LOG(kDebug) << "store server: connection from " << c->peer() << " closed: " << reason;
     }
     unpark(c);
     if (c->handshake_timer) loop.cancel_timer(c->handshake_timer);
@@ -159,17 +164,19 @@ struct TcpStoreServer::State {
     drain_resume();
   }
 
-  // read_some reads one chunk; false when the connection was closed.
+  // read_some reads one chunk; false when the connection was closed. It
+  // reads into one scratch buffer shared by all connections and keeps only
+  // the bytes that came, so that an idle connection holds no read buffer.
   bool read_some(Connection* c) {
-    if (c->in_pos > 0 && c->in_pos == c->in.size()) {
-      c->in.clear();
-      c->in_pos = 0;
+    ssize_t n = ::recv(c->socket.fd(), scratch.get(), kReadChunk, 0);
+    if (n > 0) {
+      if (c->in_pos > 0 && c->in_pos == c->in.size()) {
+        c->in.clear();
+        c->in_pos = 0;
+      }
+      c->in.insert(c->in.end(), scratch.get(), scratch.get() + n);
+      return true;
     }
-    size_t old = c->in.size();
-    c->in.resize(old + kReadChunk);
-    ssize_t n = ::recv(c->socket.fd(), c->in.data() + old, kReadChunk, 0);
-    c->in.resize(old + static_cast<size_t>(n > 0 ? n : 0));
-    if (n > 0) return true;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
     close_connection(c, n == 0 ? "client closed the connection" : std::strerror(errno), false);
     return false;
@@ -267,7 +274,7 @@ struct TcpStoreServer::State {
       reply.auth = wire::HelloAuth::kVersionMismatch;
       c->close_after_flush = true;
       ++counters.closed_for_protocol_errors;
-      COHORT_LOG(kWarning) << "store server: client " << c->peer << " speaks protocol version " << hello.version
+      COHORT_LOG(kWarning) << "store server: client " << c->peer() << " speaks protocol version " << hello.version
                            << ", this server " << wire::kVersion;
     } else if (!token.empty()) {
       reply.auth = wire::HelloAuth::kRequired;
@@ -292,7 +299,7 @@ struct TcpStoreServer::State {
       return;
     }
     ++counters.refused_authentications;
-    COHORT_LOG(kWarning) << "store server: refused client " << c->peer
+    COHORT_LOG(kWarning) << "store server: refused client " << c->peer()
                          << ": authentication failed (its token differs from COHORT_STORE_TOKEN)";
     c->close_after_flush = true;
   }
@@ -441,6 +448,7 @@ TcpStoreServer::TcpStoreServer(const TcpStoreServerOptions& options) : state_(st
   s.max_output = static_cast<size_t>(config_int(knobs::kStoreMaxOutputBytes));
   s.handshake_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(config_float(knobs::kStoreHandshakeTimeoutS) * 1000));
+  s.loop.set_spin(std::chrono::microseconds(config_int(knobs::kStoreServerSpinUs)));
   raise_fd_limit();
   auto listener = listen_tcp(options.host, options.port);
   if (!listener.ok()) {

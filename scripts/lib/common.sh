@@ -1,0 +1,49 @@
+# Shared by scripts/test and scripts/demo: installing what is missing and
+# building into build/. Source it; do not run it.
+
+COHORT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+# The Debian packages a build with every feature needs.
+COHORT_PACKAGES=(
+  cmake ninja-build g++ pkg-config
+  libssl-dev libgtest-dev libbenchmark-dev
+  clang libclang-rt-14-dev
+  libtorch-dev libopenblas0-pthread
+  python3 iproute2
+)
+
+# ensure_packages installs the packages that are missing; silent when none is.
+ensure_packages() {
+  local missing=()
+  local p
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "cohort: installing missing packages: ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then sudo="sudo"; else
+      echo "cohort: need root to install: ${missing[*]}" >&2
+      return 1
+    fi
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# build_cohort configures (once) and builds build/ with warnings as errors.
+build_cohort() {
+  local dir="$COHORT_ROOT/build"
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S "$COHORT_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCOHORT_WARNINGS_AS_ERRORS=ON >"$dir.configure.log" 2>&1 || {
+      cat "$dir.configure.log" >&2
+      return 1
+    }
+    grep "^-- cohort:" "$dir.configure.log" || true
+  fi
+  cmake --build "$dir" -j "$(nproc)"
+}
