@@ -13,20 +13,20 @@
 // the ratio cohort / libtorch (lower is better for cohort).
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sys/syscall.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -87,30 +87,32 @@ Implementation cohort_impl() {
             o.port = port;
             o.token = "";
             o.timeout = std::chrono::seconds(120);
-            return std::make_unique<Adapter<cohort::TcpStore>>(std::make_unique<cohort::TcpStore>("127.0.0.1", o));
+            return std::make_unique<Adapter<cohort::TcpStore>>(
+                std::make_unique<cohort::TcpStore>("127.0.0.1", o));
           }};
 }
 
 Implementation torch_impl() {
-  return {"libtorch",
-          [](uint16_t* port) {
-            // torch's server lives inside a TCPStore with isServer.
-            c10d::TCPStoreOptions o;
-            o.port = 0;
-            o.isServer = true;
-            o.waitWorkers = false;
-            o.timeout = std::chrono::seconds(120);
-            auto server = std::make_shared<c10d::TCPStore>("127.0.0.1", o);
-            *port = server->getPort();
-            return std::shared_ptr<void>(server);
-          },
-          [](uint16_t port) -> std::unique_ptr<KvClient> {
-            c10d::TCPStoreOptions o;
-            o.port = port;
-            o.waitWorkers = false;
-            o.timeout = std::chrono::seconds(120);
-            return std::make_unique<Adapter<c10d::TCPStore>>(std::make_unique<c10d::TCPStore>("127.0.0.1", o));
-          }};
+  return {
+      "libtorch",
+      [](uint16_t* port) {
+        // torch's server lives inside a TCPStore with isServer.
+        c10d::TCPStoreOptions o;
+        o.port = 0;
+        o.isServer = true;
+        o.waitWorkers = false;
+        o.timeout = std::chrono::seconds(120);
+        auto server = std::make_shared<c10d::TCPStore>("127.0.0.1", o);
+        *port = server->getPort();
+        return std::shared_ptr<void>(server);
+      },
+      [](uint16_t port) -> std::unique_ptr<KvClient> {
+        c10d::TCPStoreOptions o;
+        o.port = port;
+        o.waitWorkers = false;
+        o.timeout = std::chrono::seconds(120);
+        return std::make_unique<Adapter<c10d::TCPStore>>(std::make_unique<c10d::TCPStore>("127.0.0.1", o));
+      }};
 }
 
 double median(std::vector<double> v) {
@@ -118,7 +120,9 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // ServerProcess runs an implementation's server in a child process, as
 // rank 0 would host it, so that the server has its own file-descriptor
@@ -274,13 +278,20 @@ int main(int argc, char** argv) {
   std::string only;  // "cohort" or "libtorch" to profile one alone
   std::vector<int> clients = {16, 64, 256, 1024, 4096};
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--ops")) ops = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--clients")) clients = parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--latency")) latency = std::strcmp(argv[i + 1], "off") != 0;
+    if (!std::strcmp(argv[i], "--reps"))
+      reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--ops"))
+      ops = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--clients"))
+      clients = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--only"))
+      only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--latency"))
+      latency = std::strcmp(argv[i + 1], "off") != 0;
     else {
-      std::fprintf(stderr, "usage: store_bench [--reps R] [--ops N] [--clients 16,64,...] [--latency on|off] [--only cohort|libtorch]\n");
+      std::fprintf(stderr,
+                   "usage: store_bench [--reps R] [--ops N] [--clients 16,64,...] [--latency on|off] [--only "
+                   "cohort|libtorch]\n");
       return 2;
     }
   }
@@ -304,8 +315,8 @@ int main(int argc, char** argv) {
     }
     double ma = *std::min_element(a.begin(), a.end()) < 0 ? -1 : median(a);
     double mb = *std::min_element(b.begin(), b.end()) < 0 ? -1 : median(b);
-    std::printf("| rendezvous, %d clients | %s | %s | %s |\n", n, cell(ma, "ms").c_str(), cell(mb, "ms").c_str(),
-                ratio(ma, mb).c_str());
+    std::printf("| rendezvous, %d clients | %s | %s | %s |\n", n, cell(ma, "ms").c_str(),
+                cell(mb, "ms").c_str(), ratio(ma, mb).c_str());
     std::fflush(stdout);
   }
   return 0;

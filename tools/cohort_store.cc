@@ -23,7 +23,8 @@
 namespace {
 
 int usage(const char* why) {
-  std::fprintf(stderr, "cohort-store: %s\nusage: cohort-store [--host ADDR] [--port N] [--token-file FILE]\n", why);
+  std::fprintf(stderr, "cohort-store: %s\nusage: cohort-store [--host ADDR] [--port N] [--token-file FILE]\n",
+               why);
   return 2;
 }
 
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--port") {
       char* end = nullptr;
       long port = std::strtol(value.c_str(), &end, 10);
-      if (*end != '\0' || port < 0 || port > 65535) return usage(("--port is '" + value + "', expected 0..65535").c_str());
+      if (*end != '\0' || port < 0 || port > 65535)
+        return usage(("--port is '" + value + "', expected 0..65535").c_str());
       options.port = static_cast<uint16_t>(port);
     } else if (arg == "--token-file") {
       std::ifstream in(value);
@@ -63,7 +65,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   try {
     cohort::TcpStoreServer server(options);
-    std::cout << "cohort-store listening on " << cohort::format_address(options.host, server.port()) << std::endl;
+    std::cout << "cohort-store listening on " << cohort::format_address(options.host, server.port())
+              << std::endl;
     int sig = 0;
     sigwait(&stop_signals, &sig);
     auto stats = server.stats();

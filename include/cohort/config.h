@@ -14,10 +14,10 @@ namespace cohort {
 // ConfigEntry describes one knob and its current value.
 struct ConfigEntry {
   std::string name;
-  std::string type;     // "bool", "int", "float", "string" or "choice"
-  std::string value;    // current value (a secret shows as "<set>")
+  std::string type;   // "bool", "int", "float", "string" or "choice"
+  std::string value;  // current value (a secret shows as "<set>")
   std::string default_value;
-  std::string source;   // "default", "environment" or "set_config"
+  std::string source;  // "default", "environment" or "set_config"
   std::string doc;
 };
 

@@ -29,17 +29,14 @@ class FileStore : public Store {
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t amount) override;
-  Bytes compare_set(const std::string& key, const Bytes& expected,
-                    const Bytes& desired) override;
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
   bool check(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys,
-            std::chrono::milliseconds timeout) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
   void append(const std::string& key, const Bytes& value) override;
   std::vector<Bytes> multi_get(const std::vector<std::string>& keys) override;
-  void multi_set(const std::vector<std::string>& keys,
-                 const std::vector<Bytes>& values) override;
+  void multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
   std::chrono::milliseconds timeout() const override;
   void set_timeout(std::chrono::milliseconds timeout) override;
 

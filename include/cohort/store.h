@@ -28,10 +28,14 @@ inline constexpr std::chrono::milliseconds kDefaultStoreTimeout{300000};
 inline constexpr std::chrono::milliseconds kNoTimeout{0};
 
 // to_bytes copies a string into a store value.
-inline Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
+inline Bytes to_bytes(std::string_view s) {
+  return Bytes(s.begin(), s.end());
+}
 
 // to_string copies a store value into a string.
-inline std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); }
+inline std::string to_string(const Bytes& b) {
+  return std::string(b.begin(), b.end());
+}
 
 // Store is the interface of every key-value store.
 class Store {
@@ -54,16 +58,14 @@ class Store {
   // `expected`, or when the key is absent and `expected` is empty. Returns
   // the value the key holds afterwards; when the key is absent and
   // `expected` is not empty, returns `expected` (torch's semantics).
-  virtual Bytes compare_set(const std::string& key, const Bytes& expected,
-                            const Bytes& desired) = 0;
+  virtual Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
 
   // check returns true when every key exists, without waiting.
   virtual bool check(const std::vector<std::string>& keys) = 0;
 
   // wait blocks until every key exists. Throws TimeoutError naming the keys
   // still missing when `timeout` passes (kNoTimeout: never).
-  virtual void wait(const std::vector<std::string>& keys,
-                    std::chrono::milliseconds timeout) = 0;
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
 
   // wait with the store's timeout().
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
@@ -83,8 +85,7 @@ class Store {
 
   // multi_set sets keys[i] to values[i]; throws InvalidArgument when the
   // lists differ in length.
-  virtual void multi_set(const std::vector<std::string>& keys,
-                         const std::vector<Bytes>& values) = 0;
+  virtual void multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values) = 0;
 
   // timeout is the deadline of get, multi_get and wait without a timeout.
   virtual std::chrono::milliseconds timeout() const = 0;

@@ -17,11 +17,16 @@ namespace {
 
 const char* type_name(KnobType type) {
   switch (type) {
-    case KnobType::kBool: return "bool";
-    case KnobType::kInt: return "int";
-    case KnobType::kFloat: return "float";
-    case KnobType::kString: return "string";
-    case KnobType::kChoice: return "choice";
+    case KnobType::kBool:
+      return "bool";
+    case KnobType::kInt:
+      return "int";
+    case KnobType::kFloat:
+      return "float";
+    case KnobType::kString:
+      return "string";
+    case KnobType::kChoice:
+      return "choice";
   }
   return "?";
 }
@@ -68,11 +73,20 @@ void validate(const KnobSpec& knob, const std::string& value, const char* from) 
   int64_t i;
   double d;
   switch (knob.type) {
-    case KnobType::kBool: ok = parse_bool(value, &b); break;
-    case KnobType::kInt: ok = parse_int(value, &i); break;
-    case KnobType::kFloat: ok = parse_float(value, &d); break;
-    case KnobType::kString: break;
-    case KnobType::kChoice: ok = in_choices(knob, value); break;
+    case KnobType::kBool:
+      ok = parse_bool(value, &b);
+      break;
+    case KnobType::kInt:
+      ok = parse_int(value, &i);
+      break;
+    case KnobType::kFloat:
+      ok = parse_float(value, &d);
+      break;
+    case KnobType::kString:
+      break;
+    case KnobType::kChoice:
+      ok = in_choices(knob, value);
+      break;
   }
   if (!ok) {
     std::string expected = knob.type == KnobType::kChoice ? std::string("one of ") + knob.choices
@@ -155,9 +169,13 @@ double config_float(const KnobSpec& knob) {
   return d;
 }
 
-std::string config_string(const KnobSpec& knob) { return Registry::instance().value(knob).text; }
+std::string config_string(const KnobSpec& knob) {
+  return Registry::instance().value(knob).text;
+}
 
-uint64_t config_generation() { return Registry::instance().generation(); }
+uint64_t config_generation() {
+  return Registry::instance().generation();
+}
 
 std::vector<ConfigEntry> config_entries() {
   std::vector<ConfigEntry> out;

@@ -12,8 +12,8 @@ namespace cohort {
 Digest hmac_sha256(const std::string& key, const std::vector<uint8_t>& data) {
   Digest out{};
   unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), data.data(), data.size(),
-            out.data(), &len) ||
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), data.data(), data.size(), out.data(),
+            &len) ||
       len != out.size()) {
     throw Error("HMAC-SHA256 failed in OpenSSL");
   }

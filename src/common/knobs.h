@@ -26,14 +26,17 @@ struct KnobSpec {
 
 namespace knobs {
 
-inline constexpr KnobSpec kLogLevel{
-    "COHORT_LOG_LEVEL", KnobType::kChoice, "warning",
-    "Least severe log level printed to stderr.", "trace|debug|info|warning|error|off"};
+inline constexpr KnobSpec kLogLevel{"COHORT_LOG_LEVEL", KnobType::kChoice, "warning",
+                                    "Least severe log level printed to stderr.",
+                                    "trace|debug|info|warning|error|off"};
 
 inline constexpr KnobSpec kStoreToken{
-    "COHORT_STORE_TOKEN", KnobType::kString, "",
+    "COHORT_STORE_TOKEN",
+    KnobType::kString,
+    "",
     "Shared secret for TcpStore authentication (HMAC-SHA256 challenge); empty disables it.",
-    nullptr, true};
+    nullptr,
+    true};
 
 inline constexpr KnobSpec kStoreMaxKeyBytes{
     "COHORT_STORE_MAX_KEY_BYTES", KnobType::kInt, "65536",
@@ -68,9 +71,9 @@ inline constexpr KnobSpec kStoreServerSpinUs{
     "that a client's next request finds it awake. 0 disables."};
 
 inline constexpr const KnobSpec* kAllKnobs[] = {
-    &kLogLevel,          &kStoreToken,          &kStoreMaxKeyBytes,  &kStoreMaxFrameBytes,
-    &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS, &kConnectRetryMaxMs, &kStoreClientSpinUs,
-    &kStoreServerSpinUs,
+    &kLogLevel,           &kStoreToken,          &kStoreMaxKeyBytes,
+    &kStoreMaxFrameBytes, &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS,
+    &kConnectRetryMaxMs,  &kStoreClientSpinUs,   &kStoreServerSpinUs,
 };
 
 }  // namespace knobs

@@ -56,7 +56,9 @@ bool log_enabled(LogLevel level) {
   return level != LogLevel::kOff && static_cast<int>(level) >= cached_level.load(std::memory_order_relaxed);
 }
 
-void set_log_rank(int rank) { log_rank.store(rank, std::memory_order_relaxed); }
+void set_log_rank(int rank) {
+  log_rank.store(rank, std::memory_order_relaxed);
+}
 
 LogLine::~LogLine() {
   static const char kLetters[] = "TDIWE";

@@ -21,7 +21,9 @@
 namespace cohort {
 namespace {
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 std::string sockaddr_text(const sockaddr* sa) {
   char buf[INET6_ADDRSTRLEN] = "?";
@@ -99,8 +101,10 @@ int try_connect(const addrinfo* ai, Deadline deadline, Socket* out) {
   Socket s(::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) return errno;
   if (!deadline.is_never()) {
-    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining());
-    if (left.count() <= 0) return ETIMEDOUT;
+    // At least a millisecond, so that the last attempt before the deadline
+    // still reports what really happened (refused, unreachable, ...).
+    auto left = std::max(std::chrono::microseconds(1000),
+                         std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()));
     timeval tv{static_cast<time_t>(left.count() / 1000000), static_cast<suseconds_t>(left.count() % 1000000)};
     setsockopt(s.fd(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
@@ -172,7 +176,8 @@ std::string peer_address(int fd) {
 
 Result<Socket> connect_tcp(const std::string& host, uint16_t port, Deadline deadline) {
   const std::string where = format_address(host, port);
-  const auto max_pause = std::chrono::milliseconds(std::max<int64_t>(1, config_int(knobs::kConnectRetryMaxMs)));
+  const auto max_pause =
+      std::chrono::milliseconds(std::max<int64_t>(1, config_int(knobs::kConnectRetryMaxMs)));
   auto pause = std::chrono::milliseconds(5);
   int last_err = 0;
   int attempts = 0;
@@ -197,8 +202,8 @@ Result<Socket> connect_tcp(const std::string& host, uint16_t port, Deadline dead
     pause = std::min(pause * 2, max_pause);
     if (deadline.expired()) break;
   }
-  return timeout_error("could not connect to " + where + " before the deadline (" +
-                       std::to_string(attempts) + " attempts; last error: " + errno_text(last_err) + ")");
+  return timeout_error("could not connect to " + where + " before the deadline (" + std::to_string(attempts) +
+                       " attempts; last error: " + errno_text(last_err) + ")");
 }
 
 Status set_nonblocking(int fd, bool on) {
@@ -222,7 +227,8 @@ Status send_all(int fd, const void* data, size_t n, Deadline deadline) {
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       pollfd pfd{fd, POLLOUT, 0};
       int rc = ::poll(&pfd, 1, deadline.poll_timeout_ms());
-      if (rc == 0) return timeout_error("send to " + peer_address(fd) + " did not finish before the deadline");
+      if (rc == 0)
+        return timeout_error("send to " + peer_address(fd) + " did not finish before the deadline");
       continue;
     }
     return network_error("send to " + peer_address(fd) + " failed: " + errno_text(errno));

@@ -7,13 +7,20 @@ namespace cohort {
 void throw_status(const Status& status) {
   const std::string& m = status.message();
   switch (status.code()) {
-    case StatusCode::kStoreError: throw StoreError(m);
-    case StatusCode::kNetworkError: throw NetworkError(m);
-    case StatusCode::kTimeout: throw TimeoutError(m);
-    case StatusCode::kInvalidArgument: throw InvalidArgument(m);
-    case StatusCode::kDesync: throw DesyncError(m);
-    case StatusCode::kBackendError: throw BackendError(m);
-    case StatusCode::kOk: break;
+    case StatusCode::kStoreError:
+      throw StoreError(m);
+    case StatusCode::kNetworkError:
+      throw NetworkError(m);
+    case StatusCode::kTimeout:
+      throw TimeoutError(m);
+    case StatusCode::kInvalidArgument:
+      throw InvalidArgument(m);
+    case StatusCode::kDesync:
+      throw DesyncError(m);
+    case StatusCode::kBackendError:
+      throw BackendError(m);
+    case StatusCode::kOk:
+      break;
   }
   throw Error("throw_status called with an ok Status (a bug in cohort)");
 }

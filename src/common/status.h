@@ -45,9 +45,15 @@ class Status {
   std::string message_;
 };
 
-inline Status store_error(std::string m) { return Status(StatusCode::kStoreError, std::move(m)); }
-inline Status network_error(std::string m) { return Status(StatusCode::kNetworkError, std::move(m)); }
-inline Status timeout_error(std::string m) { return Status(StatusCode::kTimeout, std::move(m)); }
+inline Status store_error(std::string m) {
+  return Status(StatusCode::kStoreError, std::move(m));
+}
+inline Status network_error(std::string m) {
+  return Status(StatusCode::kNetworkError, std::move(m));
+}
+inline Status timeout_error(std::string m) {
+  return Status(StatusCode::kTimeout, std::move(m));
+}
 inline Status invalid_argument(std::string m) {
   return Status(StatusCode::kInvalidArgument, std::move(m));
 }
@@ -64,7 +70,7 @@ inline void throw_if_error(const Status& status) {
 template <class T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT
 
   bool ok() const { return status_.ok(); }

@@ -23,7 +23,8 @@ int64_t parse_number(const std::string& text, const std::string& what, int64_t l
 
 std::string require_env(const char* name) {
   const char* v = std::getenv(name);
-  if (!v || !*v) throw InvalidArgument(std::string("env:// rendezvous: environment variable ") + name + " is not set");
+  if (!v || !*v)
+    throw InvalidArgument(std::string("env:// rendezvous: environment variable ") + name + " is not set");
   return v;
 }
 
@@ -31,9 +32,13 @@ std::string require_env(const char* name) {
 int pick(int given, const InitUrl& url, const char* param, const char* env_name, bool from_env, int64_t hi) {
   if (given >= 0) return given;
   auto it = url.query.find(param);
-  if (it != url.query.end()) return static_cast<int>(parse_number(it->second, std::string("init URL parameter ") + param, 0, hi));
-  if (from_env) return static_cast<int>(parse_number(require_env(env_name), std::string("environment variable ") + env_name, 0, hi));
-  throw InvalidArgument(std::string("init URL needs '") + param + "': pass it to the call or as ?" + param + "=N");
+  if (it != url.query.end())
+    return static_cast<int>(parse_number(it->second, std::string("init URL parameter ") + param, 0, hi));
+  if (from_env)
+    return static_cast<int>(
+        parse_number(require_env(env_name), std::string("environment variable ") + env_name, 0, hi));
+  throw InvalidArgument(std::string("init URL needs '") + param + "': pass it to the call or as ?" + param +
+                        "=N");
 }
 
 }  // namespace
@@ -41,7 +46,8 @@ int pick(int given, const InitUrl& url, const char* param, const char* env_name,
 InitUrl parse_init_url(const std::string& url) {
   InitUrl out;
   auto sep = url.find("://");
-  if (sep == std::string::npos) throw InvalidArgument("init URL '" + url + "' has no scheme (env://, tcp:// or file://)");
+  if (sep == std::string::npos)
+    throw InvalidArgument("init URL '" + url + "' has no scheme (env://, tcp:// or file://)");
   out.scheme = url.substr(0, sep);
   std::string rest = url.substr(sep + 3);
   auto q = rest.find('?');
@@ -54,7 +60,8 @@ InitUrl parse_init_url(const std::string& url) {
       std::string item = query.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
       if (!item.empty()) {
         auto eq = item.find('=');
-        if (eq == std::string::npos) throw InvalidArgument("init URL '" + url + "': query item '" + item + "' has no '='");
+        if (eq == std::string::npos)
+          throw InvalidArgument("init URL '" + url + "': query item '" + item + "' has no '='");
         out.query[item.substr(0, eq)] = item.substr(eq + 1);
       }
       if (amp == std::string::npos) break;
@@ -68,7 +75,8 @@ InitUrl parse_init_url(const std::string& url) {
     return out;
   }
   if (out.scheme != "tcp") {
-    throw InvalidArgument("init URL '" + url + "': unknown scheme '" + out.scheme + "' (env://, tcp:// or file://)");
+    throw InvalidArgument("init URL '" + url + "': unknown scheme '" + out.scheme +
+                          "' (env://, tcp:// or file://)");
   }
   std::string port_text;
   if (!rest.empty() && rest[0] == '[') {  // [v6]:port
@@ -80,7 +88,8 @@ InitUrl parse_init_url(const std::string& url) {
     port_text = rest.substr(close + 2);
   } else {
     auto colon = rest.rfind(':');
-    if (colon == std::string::npos) throw InvalidArgument("init URL '" + url + "' has no port (tcp://host:port)");
+    if (colon == std::string::npos)
+      throw InvalidArgument("init URL '" + url + "' has no port (tcp://host:port)");
     out.host = rest.substr(0, colon);
     port_text = rest.substr(colon + 1);
   }
@@ -89,7 +98,8 @@ InitUrl parse_init_url(const std::string& url) {
   return out;
 }
 
-Rendezvous rendezvous(const std::string& url_text, int rank, int world_size, std::chrono::milliseconds timeout) {
+Rendezvous rendezvous(const std::string& url_text, int rank, int world_size,
+                      std::chrono::milliseconds timeout) {
   InitUrl url = parse_init_url(url_text);
   const bool from_env = url.scheme == "env";
   Rendezvous r;
@@ -107,7 +117,8 @@ Rendezvous rendezvous(const std::string& url_text, int rank, int world_size, std
   }
   if (from_env) {
     url.host = require_env("MASTER_ADDR");
-    url.port = static_cast<uint16_t>(parse_number(require_env("MASTER_PORT"), "environment variable MASTER_PORT", 1, 65535));
+    url.port = static_cast<uint16_t>(
+        parse_number(require_env("MASTER_PORT"), "environment variable MASTER_PORT", 1, 65535));
   }
   TcpStoreOptions options;
   options.port = url.port;

@@ -40,7 +40,7 @@ const char kLeftKey[] = "cohort/filestore/left";
 class FileLock {
  public:
   FileLock(int fd, bool exclusive, const std::string& path) : fd_(fd) {
-    struct flock fl{};
+    struct flock fl {};
     fl.l_type = exclusive ? F_WRLCK : F_RDLCK;
     fl.l_whence = SEEK_SET;
     while (fcntl(fd_, F_OFD_SETLKW, &fl) != 0) {
@@ -48,7 +48,7 @@ class FileLock {
     }
   }
   ~FileLock() {
-    struct flock fl{};
+    struct flock fl {};
     fl.l_type = F_UNLCK;
     fl.l_whence = SEEK_SET;
     fcntl(fd_, F_OFD_SETLK, &fl);
@@ -68,9 +68,9 @@ struct FileStore::State {
   int fd = -1;
   std::atomic<int64_t> timeout_ms{kDefaultStoreTimeout.count()};
 
-  std::mutex mu;     // guards everything below, and serialises this process's threads
-  KeyValueMap map;   // the file's content as of `pos`
-  off_t pos = 0;     // bytes of the file already applied to `map`
+  std::mutex mu;    // guards everything below, and serialises this process's threads
+  KeyValueMap map;  // the file's content as of `pos`
+  off_t pos = 0;    // bytes of the file already applied to `map`
 
   [[noreturn]] void fail(const std::string& what) const {
     throw StoreError("FileStore " + path + ": " + what + ": " + std::strerror(errno));
@@ -290,8 +290,12 @@ std::chrono::milliseconds FileStore::timeout() const {
   return std::chrono::milliseconds(state_->timeout_ms.load());
 }
 
-void FileStore::set_timeout(std::chrono::milliseconds timeout) { state_->timeout_ms.store(timeout.count()); }
+void FileStore::set_timeout(std::chrono::milliseconds timeout) {
+  state_->timeout_ms.store(timeout.count());
+}
 
-const std::string& FileStore::path() const { return state_->path; }
+const std::string& FileStore::path() const {
+  return state_->path;
+}
 
 }  // namespace cohort

@@ -108,6 +108,8 @@ std::chrono::milliseconds HashStore::timeout() const {
   return std::chrono::milliseconds(state_->timeout_ms.load());
 }
 
-void HashStore::set_timeout(std::chrono::milliseconds timeout) { state_->timeout_ms.store(timeout.count()); }
+void HashStore::set_timeout(std::chrono::milliseconds timeout) {
+  state_->timeout_ms.store(timeout.count());
+}
 
 }  // namespace cohort

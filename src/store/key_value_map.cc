@@ -77,8 +77,8 @@ std::string describe_keys(const std::vector<std::string>& keys) {
   return s + "]";
 }
 
-Status wait_timeout(const std::string& store, const std::string& op,
-                    const std::vector<std::string>& missing, std::chrono::milliseconds timeout) {
+Status wait_timeout(const std::string& store, const std::string& op, const std::vector<std::string>& missing,
+                    std::chrono::milliseconds timeout) {
   return timeout_error(store + " " + op + " timed out after " + std::to_string(timeout.count()) +
                        " ms; keys still missing: " + describe_keys(missing));
 }

@@ -52,8 +52,8 @@ class KeyValueMap {
 std::string describe_keys(const std::vector<std::string>& keys);
 
 // wait_timeout builds the TimeoutError status every store raises.
-Status wait_timeout(const std::string& store, const std::string& op,
-                    const std::vector<std::string>& missing, std::chrono::milliseconds timeout);
+Status wait_timeout(const std::string& store, const std::string& op, const std::vector<std::string>& missing,
+                    std::chrono::milliseconds timeout);
 
 // check_multi_set_sizes fails when keys and values differ in length.
 Status check_multi_set_sizes(size_t keys, size_t values);

@@ -45,7 +45,7 @@ struct TcpStore::State {
   size_t in_capacity = kInitialReadCapacity;
   size_t in_pos = 0;  // in[in_pos, in_end) is received and not yet consumed
   size_t in_end = 0;
-  std::vector<uint8_t> out;  // reused request buffer
+  std::vector<uint8_t> out;    // reused request buffer
   wire::ClientHello hello;     // the hello sent on this connection
   bool hello_pending = false;  // the server's hello is not read yet
 
@@ -102,17 +102,20 @@ struct TcpStore::State {
     wire::ServerHello reply = wire::decode_server_hello(in.get() + in_pos);
     in_pos += wire::kServerHelloBytes;
     if (reply.magic != wire::kMagic) {
-      return store_error(address + " did not answer like a cohort store (wrong magic); is another service on that port?");
+      return store_error(
+          address + " did not answer like a cohort store (wrong magic); is another service on that port?");
     }
     if (reply.auth == wire::HelloAuth::kVersionMismatch || reply.version != wire::kVersion) {
-      return store_error("the store at " + address + " speaks protocol version " + std::to_string(reply.version) +
-                         "; this client speaks " + std::to_string(wire::kVersion));
+      return store_error("the store at " + address + " speaks protocol version " +
+                         std::to_string(reply.version) + "; this client speaks " +
+                         std::to_string(wire::kVersion));
     }
     if (reply.auth == wire::HelloAuth::kNone) {
       if (!token.empty()) {
-        return store_error("this client has a store token but the store at " + address +
-                           " does not ask for one; refusing an unauthenticated store (give the server the same "
-                           "COHORT_STORE_TOKEN, or unset it here)");
+        return store_error(
+            "this client has a store token but the store at " + address +
+            " does not ask for one; refusing an unauthenticated store (give the server the same "
+            "COHORT_STORE_TOKEN, or unset it here)");
       }
       return Status::ok_status();
     }
@@ -127,9 +130,10 @@ struct TcpStore::State {
     if (!st.ok()) return st;
     uint8_t verdict = in[in_pos++];
     if (verdict != 0) {
-      return store_error("the store at " + address +
-                         " refused this client: authentication failed (our COHORT_STORE_TOKEN differs from the "
-                         "server's)");
+      return store_error(
+          "the store at " + address +
+          " refused this client: authentication failed (our COHORT_STORE_TOKEN differs from the "
+          "server's)");
     }
     if (!digests_equal(reply.proof, wire::server_proof(token, hello.nonce))) {
       return store_error("the store at " + address + " could not prove that it knows the token; refusing it");
@@ -156,28 +160,33 @@ struct TcpStore::State {
   // call sends one request and returns its reply, connecting first if
   // needed. A lost connection is a StoreError naming the store and the call;
   // the next call reconnects.
-  wire::Reply call(const wire::Request& q, std::chrono::milliseconds blocking_timeout = std::chrono::milliseconds(-1)) {
+  wire::Reply call(const wire::Request& q,
+                   std::chrono::milliseconds blocking_timeout = std::chrono::milliseconds(-1)) {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& k : q.keys) {
       if (k.size() > limits.max_key_bytes) {
-        throw InvalidArgument("TcpStore " + std::string(wire::op_name(q.op)) + ": a key of " + std::to_string(k.size()) +
-                              " bytes exceeds COHORT_STORE_MAX_KEY_BYTES=" + std::to_string(limits.max_key_bytes));
+        throw InvalidArgument(
+            "TcpStore " + std::string(wire::op_name(q.op)) + ": a key of " + std::to_string(k.size()) +
+            " bytes exceeds COHORT_STORE_MAX_KEY_BYTES=" + std::to_string(limits.max_key_bytes));
       }
     }
-    const std::string what = std::string(wire::op_name(q.op)) + (q.keys.empty() ? "" : " " + describe_keys(q.keys));
+    const std::string what =
+        std::string(wire::op_name(q.op)) + (q.keys.empty() ? "" : " " + describe_keys(q.keys));
     if (!socket.valid()) {
       Status st = connect(Deadline::after(timeout()));
       if (!st.ok()) throw_status(st.with_context("TcpStore " + what));
     }
     Deadline deadline = Deadline::after(timeout());
     if (blocking_timeout.count() >= 0) {
-      deadline = blocking_timeout.count() == 0 ? Deadline::never() : Deadline::after(blocking_timeout + kReplyGrace);
+      deadline =
+          blocking_timeout.count() == 0 ? Deadline::never() : Deadline::after(blocking_timeout + kReplyGrace);
     }
     out.clear();
     wire::encode_request(q, &out);
     if (out.size() - wire::kFrameHeaderBytes > limits.max_frame_bytes) {
-      throw InvalidArgument("TcpStore " + what + ": the request is " + std::to_string(out.size()) +
-                            " bytes, over COHORT_STORE_MAX_FRAME_BYTES=" + std::to_string(limits.max_frame_bytes));
+      throw InvalidArgument(
+          "TcpStore " + what + ": the request is " + std::to_string(out.size()) +
+          " bytes, over COHORT_STORE_MAX_FRAME_BYTES=" + std::to_string(limits.max_frame_bytes));
     }
     Status st = send_all(socket.fd(), out.data(), out.size(), deadline);
     std::optional<uint64_t> length;
@@ -208,15 +217,18 @@ struct TcpStore::State {
       throw_status(reply.status().with_context("TcpStore " + what + " to " + address));
     }
     if (reply.value().status == wire::ReplyStatus::kTimeout) {
-      throw_status(wait_timeout("TcpStore at " + address, wire::op_name(q.op), reply.value().missing, blocking_timeout));
+      throw_status(wait_timeout("TcpStore at " + address, wire::op_name(q.op), reply.value().missing,
+                                blocking_timeout));
     }
     if (reply.value().status == wire::ReplyStatus::kError) {
-      throw_status(Status(reply.value().error_code, "store at " + address + ": " + reply.value().error_message));
+      throw_status(
+          Status(reply.value().error_code, "store at " + address + ": " + reply.value().error_message));
     }
     return std::move(reply.value());
   }
 
-  wire::Reply simple(wire::Op op, std::vector<std::string> keys, std::vector<Bytes> values = {}, int64_t number = 0) {
+  wire::Reply simple(wire::Op op, std::vector<std::string> keys, std::vector<Bytes> values = {},
+                     int64_t number = 0) {
     wire::Request q;
     q.op = op;
     q.keys = std::move(keys);
@@ -238,7 +250,8 @@ TcpStore::TcpStore(std::string host, const TcpStoreOptions& options) : state_(st
   State& s = *state_;
   if (host.empty()) throw InvalidArgument("TcpStore: the host name is empty");
   if (options.num_workers && *options.num_workers < 1) {
-    throw InvalidArgument("TcpStore: num_workers is " + std::to_string(*options.num_workers) + ", expected >= 1");
+    throw InvalidArgument("TcpStore: num_workers is " + std::to_string(*options.num_workers) +
+                          ", expected >= 1");
   }
   s.host = std::move(host);
   s.port = options.port;
@@ -266,9 +279,9 @@ TcpStore::TcpStore(std::string host, const TcpStoreOptions& options) : state_(st
         wait({kWorkersDoneKey}, options.timeout);
       } catch (const TimeoutError&) {
         int64_t now = add(kWorkersKey, 0);
-        throw TimeoutError("TcpStore server on port " + std::to_string(s.port) + ": only " + std::to_string(now) +
-                           " of " + std::to_string(*options.num_workers) + " workers connected within " +
-                           std::to_string(options.timeout.count()) + " ms");
+        throw TimeoutError("TcpStore server on port " + std::to_string(s.port) + ": only " +
+                           std::to_string(now) + " of " + std::to_string(*options.num_workers) +
+                           " workers connected within " + std::to_string(options.timeout.count()) + " ms");
       }
     }
   }
@@ -306,7 +319,9 @@ bool TcpStore::delete_key(const std::string& key) {
   return state_->simple(wire::Op::kDeleteKey, {key}).number != 0;
 }
 
-int64_t TcpStore::num_keys() { return state_->simple(wire::Op::kNumKeys, {}).number; }
+int64_t TcpStore::num_keys() {
+  return state_->simple(wire::Op::kNumKeys, {}).number;
+}
 
 void TcpStore::append(const std::string& key, const Bytes& value) {
   state_->simple(wire::Op::kAppend, {key}, {value});
@@ -321,10 +336,20 @@ void TcpStore::multi_set(const std::vector<std::string>& keys, const std::vector
   state_->simple(wire::Op::kMultiSet, keys, values);
 }
 
-std::chrono::milliseconds TcpStore::timeout() const { return state_->timeout(); }
-void TcpStore::set_timeout(std::chrono::milliseconds timeout) { state_->timeout_ms = timeout.count(); }
-const std::string& TcpStore::host() const { return state_->host; }
-uint16_t TcpStore::port() const { return state_->port; }
-TcpStoreServer* TcpStore::server() const { return state_->server.get(); }
+std::chrono::milliseconds TcpStore::timeout() const {
+  return state_->timeout();
+}
+void TcpStore::set_timeout(std::chrono::milliseconds timeout) {
+  state_->timeout_ms = timeout.count();
+}
+const std::string& TcpStore::host() const {
+  return state_->host;
+}
+uint16_t TcpStore::port() const {
+  return state_->port;
+}
+TcpStoreServer* TcpStore::server() const {
+  return state_->server.get();
+}
 
 }  // namespace cohort

@@ -11,9 +11,9 @@
 // COHORT_STORE_MAX_FRAME_BYTES.
 #include "cohort/tcp_store_server.h"
 
-#include <sys/epoll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -123,9 +123,8 @@ struct TcpStoreServer::State {
                            << connections.size() << " connections open; raise `ulimit -n`";
     }
     loop.unwatch(listener.fd());
-    loop.add_timer(now + std::chrono::milliseconds(100), [this] {
-      loop.watch(listener.fd(), EPOLLIN, [this](uint32_t) { on_accept(); });
-    });
+    loop.add_timer(now + std::chrono::milliseconds(100),
+                   [this] { loop.watch(listener.fd(), EPOLLIN, [this](uint32_t) { on_accept(); }); });
   }
 
   Connection* find(int fd) {
@@ -214,7 +213,8 @@ struct TcpStoreServer::State {
   void update_interest(Connection* c) {
     bool want_read = !c->pending && !c->close_after_flush && c->buffered_out() <= max_output &&
                      c->buffered_in() <= limits.max_frame_bytes + wire::kFrameHeaderBytes;
-    uint32_t events = EPOLLRDHUP | (want_read ? uint32_t{EPOLLIN} : 0u) | (c->buffered_out() ? uint32_t{EPOLLOUT} : 0u);
+    uint32_t events =
+        EPOLLRDHUP | (want_read ? uint32_t{EPOLLIN} : 0u) | (c->buffered_out() ? uint32_t{EPOLLOUT} : 0u);
     if (events != c->interest) {
       c->interest = events;
       loop.modify(c->socket.fd(), events);
@@ -250,7 +250,8 @@ struct TcpStoreServer::State {
         if (!len.ok()) return close_connection(c, len.status().message(), true);
         if (!len.value() || size < wire::kFrameHeaderBytes + *len.value()) break;
         used = wire::kFrameHeaderBytes + static_cast<size_t>(*len.value());
-        auto request = wire::decode_request(data + wire::kFrameHeaderBytes, used - wire::kFrameHeaderBytes, limits);
+        auto request =
+            wire::decode_request(data + wire::kFrameHeaderBytes, used - wire::kFrameHeaderBytes, limits);
         if (!request.ok()) return close_connection(c, request.status().message(), true);
         c->in_pos += used;
         used = 0;
@@ -274,8 +275,8 @@ struct TcpStoreServer::State {
       reply.auth = wire::HelloAuth::kVersionMismatch;
       c->close_after_flush = true;
       ++counters.closed_for_protocol_errors;
-      COHORT_LOG(kWarning) << "store server: client " << c->peer() << " speaks protocol version " << hello.version
-                           << ", this server " << wire::kVersion;
+      COHORT_LOG(kWarning) << "store server: client " << c->peer() << " speaks protocol version "
+                           << hello.version << ", this server " << wire::kVersion;
     } else if (!token.empty()) {
       reply.auth = wire::HelloAuth::kRequired;
       c->server_nonce = random_nonce();
@@ -474,7 +475,9 @@ TcpStoreServer::~TcpStoreServer() {
   if (state_->thread.joinable()) state_->thread.join();
 }
 
-uint16_t TcpStoreServer::port() const { return state_->port; }
+uint16_t TcpStoreServer::port() const {
+  return state_->port;
+}
 
 TcpStoreServerStats TcpStoreServer::stats() const {
   auto promise = std::make_shared<std::promise<TcpStoreServerStats>>();

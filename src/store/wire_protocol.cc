@@ -44,9 +44,13 @@ bool read_keys(ByteReader& r, const Limits& limits, std::vector<std::string>* ke
   return true;
 }
 
-bool is_known(uint8_t op) { return op >= static_cast<uint8_t>(Op::kSet) && op <= static_cast<uint8_t>(Op::kPing); }
+bool is_known(uint8_t op) {
+  return op >= static_cast<uint8_t>(Op::kSet) && op <= static_cast<uint8_t>(Op::kPing);
+}
 
-void put_digest(ByteWriter& w, const Digest& d) { w.raw(d.data(), d.size()); }
+void put_digest(ByteWriter& w, const Digest& d) {
+  w.raw(d.data(), d.size());
+}
 Digest get_digest(ByteReader& r) {
   Digest d{};
   r.raw(d.data(), d.size());
@@ -57,18 +61,30 @@ Digest get_digest(ByteReader& r) {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kSet: return "set";
-    case Op::kGet: return "get";
-    case Op::kAdd: return "add";
-    case Op::kCompareSet: return "compare_set";
-    case Op::kCheck: return "check";
-    case Op::kWait: return "wait";
-    case Op::kDeleteKey: return "delete_key";
-    case Op::kNumKeys: return "num_keys";
-    case Op::kAppend: return "append";
-    case Op::kMultiGet: return "multi_get";
-    case Op::kMultiSet: return "multi_set";
-    case Op::kPing: return "ping";
+    case Op::kSet:
+      return "set";
+    case Op::kGet:
+      return "get";
+    case Op::kAdd:
+      return "add";
+    case Op::kCompareSet:
+      return "compare_set";
+    case Op::kCheck:
+      return "check";
+    case Op::kWait:
+      return "wait";
+    case Op::kDeleteKey:
+      return "delete_key";
+    case Op::kNumKeys:
+      return "num_keys";
+    case Op::kAppend:
+      return "append";
+    case Op::kMultiGet:
+      return "multi_get";
+    case Op::kMultiSet:
+      return "multi_set";
+    case Op::kPing:
+      return "ping";
   }
   return "unknown";
 }
@@ -198,8 +214,8 @@ Result<Request> decode_request(const uint8_t* body, size_t size, const Limits& l
                             std::to_string(limits.max_key_bytes) + ")");
   }
   if (r.remaining() != 0) {
-    return invalid_argument(std::string("malformed ") + op_name(q.op) + " request: " +
-                            std::to_string(r.remaining()) + " trailing bytes");
+    return invalid_argument(std::string("malformed ") + op_name(q.op) +
+                            " request: " + std::to_string(r.remaining()) + " trailing bytes");
   }
   return q;
 }

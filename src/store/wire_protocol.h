@@ -77,9 +77,9 @@ Result<Request> decode_request(const uint8_t* body, size_t size, const Limits& l
 // Reply is one decoded reply.
 struct Reply {
   ReplyStatus status = ReplyStatus::kOk;
-  std::vector<Bytes> values;          // get, compare_set, multi_get
-  int64_t number = 0;                 // add, num_keys, check and delete_key (0/1)
-  std::vector<std::string> missing;   // kTimeout: keys still missing
+  std::vector<Bytes> values;                        // get, compare_set, multi_get
+  int64_t number = 0;                               // add, num_keys, check and delete_key (0/1)
+  std::vector<std::string> missing;                 // kTimeout: keys still missing
   StatusCode error_code = StatusCode::kStoreError;  // kError
   std::string error_message;                        // kError
 };

@@ -37,13 +37,19 @@ void expect_echo(const std::string& listen_host, const std::string& connect_host
   EXPECT_EQ(std::string(buf, got.value()), "ping");
 }
 
-TEST(SocketTest, Ipv4Loopback) { expect_echo("127.0.0.1", "127.0.0.1"); }
-TEST(SocketTest, Ipv6Loopback) { expect_echo("::1", "::1"); }
+TEST(SocketTest, Ipv4Loopback) {
+  expect_echo("127.0.0.1", "127.0.0.1");
+}
+TEST(SocketTest, Ipv6Loopback) {
+  expect_echo("::1", "::1");
+}
 TEST(SocketTest, EveryAddressAcceptsIpv4AndIpv6) {
   expect_echo("", "127.0.0.1");
   expect_echo("", "::1");
 }
-TEST(SocketTest, HostNames) { expect_echo("localhost", "localhost"); }
+TEST(SocketTest, HostNames) {
+  expect_echo("localhost", "localhost");
+}
 
 TEST(SocketTest, ConnectRetriesUntilTheDeadlineThenNamesTheAddress) {
   uint16_t port = unused_port();

@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "cohort/errors.h"
-#include "rendezvous/init_url.h"
 #include "common/socket.h"
+#include "rendezvous/init_url.h"
 
 namespace cohort {
 namespace {
@@ -50,15 +50,19 @@ TEST(InitUrlTest, EnvNamesTheMissingOrMalformedVariable) {
             std::string::npos);
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", "port", 1);
-  EXPECT_NE(message_of([] { rendezvous("env://", -1, -1, std::chrono::seconds(1)); }).find("MASTER_PORT is 'port'"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of([] { rendezvous("env://", -1, -1, std::chrono::seconds(1)); }).find("MASTER_PORT is 'port'"),
+      std::string::npos);
   setenv("MASTER_PORT", "29500", 1);
   setenv("WORLD_SIZE", "two", 1);
-  EXPECT_NE(message_of([] { rendezvous("env://", -1, -1, std::chrono::seconds(1)); }).find("WORLD_SIZE is 'two'"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of([] { rendezvous("env://", -1, -1, std::chrono::seconds(1)); }).find("WORLD_SIZE is 'two'"),
+      std::string::npos);
   setenv("WORLD_SIZE", "2", 1);
   setenv("RANK", "2", 1);
-  EXPECT_NE(message_of([] { rendezvous("env://", -1, -1, std::chrono::seconds(1)); }).find("rank 2 is out of range"),
+  EXPECT_NE(message_of([] {
+              rendezvous("env://", -1, -1, std::chrono::seconds(1));
+            }).find("rank 2 is out of range"),
             std::string::npos);
 }
 
@@ -84,12 +88,13 @@ TEST(InitUrlTest, EnvRendezvousOfThreeRanksSharesOneStore) {
       results[r] = rv.store->add("sum", 0);
       rv.store->add("left", 1);
       // Rank 0 hosts the server: it stays until every rank is done with it.
-      while (r == 0 && rv.store->add("left", 0) < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      while (r == 0 && rv.store->add("left", 0) < 3)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     });
   }
   // The test drives the barrier through its own client.
-  Rendezvous probe = rendezvous("tcp://127.0.0.1:" + std::to_string(port) + "?rank=1&world_size=3",
-                                -1, -1, std::chrono::seconds(30));
+  Rendezvous probe = rendezvous("tcp://127.0.0.1:" + std::to_string(port) + "?rank=1&world_size=3", -1, -1,
+                                std::chrono::seconds(30));
   while (probe.store->add("arrived", 0) < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   probe.store->set("go", to_bytes("1"));
   for (auto& t : ranks) t.join();

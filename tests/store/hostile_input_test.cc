@@ -78,7 +78,8 @@ class HostileInputTest : public ::testing::Test {
     EXPECT_EQ(to_string(client.get(key)), "fine");
     EXPECT_EQ(client.add(key + "/n", 2), 2);
     long rss = daemon_->rss_kib();
-    EXPECT_LT(rss - baseline_kib_, kMemoryBoundKib) << "server RSS grew from " << baseline_kib_ << " to " << rss << " KiB";
+    EXPECT_LT(rss - baseline_kib_, kMemoryBoundKib)
+        << "server RSS grew from " << baseline_kib_ << " to " << rss << " KiB";
   }
 
   std::unique_ptr<Subprocess> daemon_;
@@ -178,7 +179,11 @@ TEST_F(HostileInputTest, ClientThatNeverReadsItsRepliesIsHeldToABoundedBuffer) {
 TEST_F(HostileInputTest, RawClientSkippingAuthenticationCannotWrite) {
   daemon_.reset();
   std::string token_file = "/tmp/cohort-hostile-token-" + std::to_string(getpid());
-  { FILE* f = fopen(token_file.c_str(), "w"); fputs("tok", f); fclose(f); }
+  {
+    FILE* f = fopen(token_file.c_str(), "w");
+    fputs("tok", f);
+    fclose(f);
+  }
   daemon_ = std::make_unique<Subprocess>(std::vector<std::string>{
       binary_path("tools/cohort-store"), "--host", "127.0.0.1", "--port", "0", "--token-file", token_file});
   std::string line = daemon_->read_line(seconds(20));

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "cohort/store.h"
@@ -24,6 +25,11 @@ struct StoreKind {
   std::string name;
   std::function<std::unique_ptr<StoreHarness>()> make;
 };
+
+// PrintTo names a kind in gtest's output.
+inline void PrintTo(const StoreKind& kind, std::ostream* os) {
+  *os << kind.name;
+}
 
 // all_store_kinds lists HashStore, FileStore, PrefixStore over HashStore,
 // TcpStore, and TcpStore with authentication.

@@ -35,8 +35,9 @@ uint16_t start_store_daemon(std::unique_ptr<Subprocess>* out, const std::vector<
 void run_workers(const std::string& kind, const std::string& where, int world, int adds) {
   std::vector<std::unique_ptr<Subprocess>> workers;
   for (int r = 0; r < world; ++r) {
-    workers.push_back(std::make_unique<Subprocess>(std::vector<std::string>{
-        binary_path("tests/store_worker"), kind, where, std::to_string(r), std::to_string(world), std::to_string(adds)}));
+    workers.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{binary_path("tests/store_worker"), kind, where, std::to_string(r),
+                                 std::to_string(world), std::to_string(adds)}));
   }
   for (int r = 0; r < world; ++r) EXPECT_EQ(workers[r]->wait(), 0) << "rank " << r << " failed";
 }
@@ -98,7 +99,8 @@ TEST(StoreProcessTest, DaemonRejectsABadPortWithUsage) {
 }
 
 TEST(CohortInfoTest, PrintsEveryKnobWithValueAndSource) {
-  Subprocess info({binary_path("tools/cohort-info")}, {"COHORT_LOG_LEVEL=debug", "COHORT_STORE_TOKEN=hunter2"});
+  Subprocess info({binary_path("tools/cohort-info")},
+                  {"COHORT_LOG_LEVEL=debug", "COHORT_STORE_TOKEN=hunter2"});
   std::string out = info.read_all(seconds(20));
   EXPECT_EQ(info.wait(), 0);
   EXPECT_NE(out.find("COHORT_LOG_LEVEL=debug\n    source: environment"), std::string::npos) << out;

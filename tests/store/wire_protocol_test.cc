@@ -109,7 +109,8 @@ TEST(WireProtocolTest, RepliesRoundTrip) {
   std::vector<uint8_t> frame;
   Bytes v = {5, 6};
   encode_ok_values({&v}, &frame);
-  auto r = decode_reply(Op::kGet, frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes, kLimits);
+  auto r =
+      decode_reply(Op::kGet, frame.data() + kFrameHeaderBytes, frame.size() - kFrameHeaderBytes, kLimits);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value().values.at(0), v);
 

@@ -54,7 +54,8 @@ std::string Subprocess::read_line(std::chrono::milliseconds timeout) {
       buffer_.erase(0, nl + 1);
       return line;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return "";
     pollfd p{stdout_fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
@@ -68,7 +69,8 @@ std::string Subprocess::read_line(std::chrono::milliseconds timeout) {
 std::string Subprocess::read_all(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{stdout_fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
@@ -109,6 +111,8 @@ long Subprocess::rss_kib() const {
   return -1;
 }
 
-std::string binary_path(const std::string& name) { return std::string(COHORT_BINARY_DIR) + "/" + name; }
+std::string binary_path(const std::string& name) {
+  return std::string(COHORT_BINARY_DIR) + "/" + name;
+}
 
 }  // namespace cohort::testing

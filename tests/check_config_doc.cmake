@@ -1,0 +1,13 @@
+# docs/config.md must list every knob as `cohort-info --markdown` prints it.
+execute_process(COMMAND ${INFO} --markdown OUTPUT_VARIABLE table RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cohort-info --markdown failed (${rc})")
+endif()
+file(READ ${DOC} doc)
+string(REPLACE "\n" ";" lines "${table}")
+foreach(line IN LISTS lines)
+  string(FIND "${doc}" "${line}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "docs/config.md is out of date; regenerate it with cohort-info --markdown. Missing line:\n${line}")
+  endif()
+endforeach()
