@@ -70,6 +70,26 @@ inline constexpr KnobSpec kStoreServerSpinUs{
     "Microseconds the TcpStore server keeps polling after its last request before it sleeps, so "
     "that a client's next request finds it awake. 0 disables."};
 
+inline constexpr KnobSpec kSocketIfname{
+    "COHORT_SOCKET_IFNAME", KnobType::kString, "",
+    "Network interface whose address process groups listen on and publish; empty: the interface "
+    "of the route to the store's host (MASTER_ADDR), never loopback unless that host is."};
+
+inline constexpr KnobSpec kTcpSpinUs{
+    "COHORT_TCP_SPIN_US", KnobType::kInt, "100",
+    "Microseconds a collective polls its sockets without sleeping before it waits in poll(2). "
+    "0 disables."};
+
+inline constexpr KnobSpec kAlgo{
+    "COHORT_ALGO", KnobType::kString, "",
+    "Overrides the algorithm table, e.g. 'all_reduce=ring,broadcast=binomial_tree'. Names: ring, "
+    "recursive_doubling, binomial_tree, direct, pairwise, dissemination."};
+
+inline constexpr KnobSpec kDefaultTimeoutS{
+    "COHORT_TIMEOUT_S", KnobType::kFloat, "1800",
+    "Default timeout of process groups (torch's default_pg_timeout), used when init_process_group "
+    "is given none."};
+
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,           &kStoreToken,          &kStoreMaxKeyBytes,
     &kStoreMaxFrameBytes, &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS,

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/config_registry.h"
+#include "common/spin.h"
 
 namespace cohort {
 namespace {
@@ -235,35 +236,6 @@ Status send_all(int fd, const void* data, size_t n, Deadline deadline) {
   }
   return Status::ok_status();
 }
-
-namespace {
-
-// SpinPermit admits at most half the cores' worth of threads of this process
-// to spin at once: a thousand threads spinning on two cores would starve the
-// very threads they wait for. Threads that get no permit sleep in poll(2).
-class SpinPermit {
- public:
-  SpinPermit() {
-    static const int limit = std::max(1u, std::thread::hardware_concurrency() / 2);
-    granted_ = spinners().fetch_add(1, std::memory_order_acq_rel) < limit;
-    if (!granted_) spinners().fetch_sub(1, std::memory_order_acq_rel);
-  }
-  ~SpinPermit() {
-    if (granted_) spinners().fetch_sub(1, std::memory_order_acq_rel);
-  }
-  SpinPermit(const SpinPermit&) = delete;
-  SpinPermit& operator=(const SpinPermit&) = delete;
-  bool granted() const { return granted_; }
-
- private:
-  static std::atomic<int>& spinners() {
-    static std::atomic<int> count{0};
-    return count;
-  }
-  bool granted_ = false;
-};
-
-}  // namespace
 
 Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline, std::chrono::microseconds spin) {
   SpinPermit permit;

@@ -25,4 +25,12 @@ void throw_status(const Status& status) {
   throw Error("throw_status called with an ok Status (a bug in cohort)");
 }
 
+std::exception_ptr status_exception(const Status& status) {
+  try {
+    throw_status(status);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 }  // namespace cohort

@@ -5,6 +5,7 @@
 // turns a Status into the matching cohort::Error subclass with throw_if_error.
 #pragma once
 
+#include <exception>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,6 +61,10 @@ inline Status invalid_argument(std::string m) {
 
 // throw_status throws the cohort::Error subclass that matches `status`.
 [[noreturn]] void throw_status(const Status& status);
+
+// status_exception returns the cohort::Error subclass for `status` as an
+// exception_ptr (for Work, which carries errors across threads).
+std::exception_ptr status_exception(const Status& status);
 
 // throw_if_error throws when `status` is not ok.
 inline void throw_if_error(const Status& status) {

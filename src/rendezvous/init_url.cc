@@ -99,7 +99,7 @@ InitUrl parse_init_url(const std::string& url) {
 }
 
 Rendezvous rendezvous(const std::string& url_text, int rank, int world_size,
-                      std::chrono::milliseconds timeout) {
+                      std::chrono::milliseconds timeout, std::string* master_host) {
   InitUrl url = parse_init_url(url_text);
   const bool from_env = url.scheme == "env";
   Rendezvous r;
@@ -110,6 +110,7 @@ Rendezvous rendezvous(const std::string& url_text, int rank, int world_size,
     throw InvalidArgument("rank " + std::to_string(r.rank) + " is out of range for world_size " +
                           std::to_string(r.world_size));
   }
+  if (master_host) *master_host = "";
   if (url.scheme == "file") {
     r.store = std::make_shared<FileStore>(url.path, r.world_size);
     r.store->set_timeout(timeout);
@@ -120,11 +121,14 @@ Rendezvous rendezvous(const std::string& url_text, int rank, int world_size,
     url.port = static_cast<uint16_t>(
         parse_number(require_env("MASTER_PORT"), "environment variable MASTER_PORT", 1, 65535));
   }
+  if (master_host) *master_host = url.host;
   TcpStoreOptions options;
   options.port = url.port;
   options.is_server = r.rank == 0;
   options.num_workers = r.world_size;
-  options.wait_for_workers = true;
+  // Joining is awaited by the process group, which can name the ranks that
+  // never arrived; the store would only count them.
+  options.wait_for_workers = false;
   options.timeout = timeout;
   auto token = url.query.find("token");
   if (token != url.query.end()) options.token = token->second;

@@ -39,8 +39,10 @@ struct Rendezvous {
 
 // rendezvous resolves `url` to a store. `rank` and `world_size` of -1 are
 // taken from the URL's query or, for env://, from RANK and WORLD_SIZE.
-// Blocks until every rank reached the store (TcpStore waits for
-// world_size workers) or `timeout` passes.
-Rendezvous rendezvous(const std::string& url, int rank, int world_size, std::chrono::milliseconds timeout);
+// It waits only for the store server (rank 0 starts it); waiting for every
+// rank is the process group's job, which names the ranks that are missing.
+// master_host, when given, receives the store's host ("" for file://).
+Rendezvous rendezvous(const std::string& url, int rank, int world_size, std::chrono::milliseconds timeout,
+                      std::string* master_host = nullptr);
 
 }  // namespace cohort

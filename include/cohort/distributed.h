@@ -1,0 +1,110 @@
+// distributed.h: torch.distributed's module-level API: init_process_group,
+// the default group, new_group, and free functions that run on the default
+// group (or the group given).
+//
+//   cohort::InitOptions init;                       // env:// by default
+//   cohort::init_process_group(init);                // blocks until all joined
+//   float x[4] = {...};
+//   cohort::all_reduce(cohort::Buffer::of(x, 4));    // SUM on every rank
+//   cohort::destroy_process_group();
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/process_group.h"
+#include "cohort/store.h"
+
+namespace cohort {
+
+// InitOptions are init_process_group's arguments, with torch's defaults.
+struct InitOptions {
+  // backend: "cohort" (also accepted: "native", and "gloo" as a synonym so
+  // that torch programs port unchanged).
+  std::string backend = "cohort";
+  // init_method: env://, tcp://host:port or file:///path; ignored when a
+  // store is given.
+  std::string init_method = "env://";
+  std::shared_ptr<Store> store;
+  int rank = -1;        // -1: from the init method (RANK for env://)
+  int world_size = -1;  // -1: from the init method (WORLD_SIZE for env://)
+  // timeout of the group's operations and of joining; 0: COHORT_TIMEOUT_S
+  // (30 minutes, torch's default).
+  std::chrono::milliseconds timeout{0};
+  std::string group_name = "default";
+};
+
+// init_process_group joins the job: rendezvous through the init method or
+// store (rank 0 hosts the TcpStore server), then a connection to every
+// other rank. Blocks until every rank joined, or throws TimeoutError listing
+// the ranks that never arrived. Throws InvalidArgument for a missing or
+// malformed setting (naming it) and when already initialized.
+void init_process_group(const InitOptions& options = {});
+
+// destroy_process_group tears down the default group and every group made
+// by new_group (their Works complete with an error).
+void destroy_process_group();
+
+bool is_initialized();
+// get_rank and get_world_size: of the default group, or of `group`.
+int get_rank(const std::shared_ptr<ProcessGroup>& group = nullptr);
+int get_world_size(const std::shared_ptr<ProcessGroup>& group = nullptr);
+
+// default_group returns the group of every rank (torch's WORLD).
+std::shared_ptr<ProcessGroup> default_group();
+
+// new_group makes a group of the given global ranks (empty: all), ordered
+// as given. Every rank must call it, in the same order as the others (as in
+// torch); ranks not in the list get nullptr and do not wait. Throws
+// InvalidArgument for duplicate or out-of-range ranks.
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks = {},
+                                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
+// get_group_rank maps a global rank to its rank in `group` (InvalidArgument
+// when it is not a member); get_global_rank maps back.
+int get_group_rank(const std::shared_ptr<ProcessGroup>& group, int global_rank);
+int get_global_rank(const std::shared_ptr<ProcessGroup>& group, int group_rank);
+std::vector<int> get_process_group_ranks(const std::shared_ptr<ProcessGroup>& group);
+
+// The module-level operations: on `group`, or on the default group.
+using GroupPtr = std::shared_ptr<ProcessGroup>;
+std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> all_reduce(const Buffer& buffer, const AllReduceOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> reduce(const Buffer& buffer, const ReduceOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
+                                 const AllGatherOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> all_gather_into_tensor(const Buffer& output, const Buffer& input,
+                                             const AllGatherOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> gather(const std::vector<Buffer>& outputs, const Buffer& input, const GatherOptions& options = {},
+                             const GroupPtr& group = nullptr);
+std::shared_ptr<Work> scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                              const ScatterOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                                     const ReduceScatterOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> reduce_scatter_tensor(const Buffer& output, const Buffer& input,
+                                            const ReduceScatterOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
+                                 const AllToAllOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> all_to_all_single(const Buffer& output, const Buffer& input,
+                                        const std::vector<size_t>& output_split_sizes = {},
+                                        const std::vector<size_t>& input_split_sizes = {},
+                                        const AllToAllOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> barrier(const BarrierOptions& options = {}, const GroupPtr& group = nullptr);
+// send/recv take global ranks, as torch's module-level functions do.
+std::shared_ptr<Work> send(const Buffer& buffer, int dst, const P2POptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> recv(const Buffer& buffer, int src, const P2POptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> isend(const Buffer& buffer, int dst, int tag = 0, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> irecv(const Buffer& buffer, int src, int tag = 0, const GroupPtr& group = nullptr);
+std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops, const GroupPtr& group = nullptr);
+
+// make_group builds a cohort-backend group over `store` (already namespaced
+// for it) without touching the default group: the ranks-as-threads tests
+// and tools use it. `master_host` picks the address to listen on (see
+// COHORT_SOCKET_IFNAME); empty means loopback.
+std::shared_ptr<ProcessGroup> make_group(std::shared_ptr<Store> store, int rank, int size,
+                                         std::chrono::milliseconds timeout, const std::string& name = "default",
+                                         const std::string& master_host = "");
+
+}  // namespace cohort

@@ -1,0 +1,171 @@
+// process_group.h: a group of ranks and every collective and point-to-point
+// operation on it, with torch.distributed's semantics.
+//
+// Each call checks its arguments on the calling thread (InvalidArgument
+// before anything is sent), gets the group's next sequence number, and is
+// queued to the group's worker, which runs the group's operations one after
+// another in call order. Every call returns a Work; with async_op=false it
+// has already completed (and thrown, if it failed). isend/irecv never hold
+// up the operations queued after them. After a timeout, a dead peer or a
+// desync the group refuses new work: create a new one.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cohort/types.h"
+#include "cohort/work.h"
+
+namespace cohort {
+
+class Backend;
+struct OpContext;
+
+// CollectiveOptions are what every call takes: a timeout (0: the group's)
+// and whether to return before the operation completes.
+struct CollectiveOptions {
+  std::chrono::milliseconds timeout{0};
+  bool async_op = false;
+};
+
+struct BroadcastOptions : CollectiveOptions {
+  int src = 0;  // group rank
+};
+struct AllReduceOptions : CollectiveOptions {
+  ReduceOp op = ReduceOp::SUM;
+};
+struct ReduceOptions : CollectiveOptions {
+  int dst = 0;
+  ReduceOp op = ReduceOp::SUM;
+};
+struct GatherOptions : CollectiveOptions {
+  int dst = 0;
+};
+struct ScatterOptions : CollectiveOptions {
+  int src = 0;
+};
+struct ReduceScatterOptions : CollectiveOptions {
+  ReduceOp op = ReduceOp::SUM;
+};
+using AllGatherOptions = CollectiveOptions;
+using AllToAllOptions = CollectiveOptions;
+using BarrierOptions = CollectiveOptions;
+// P2POptions: `tag` must match between send and recv (torch's default 0).
+struct P2POptions : CollectiveOptions {
+  int tag = 0;
+};
+
+// P2POp is one entry of batch_isend_irecv (torch.distributed.P2POp).
+struct P2POp {
+  enum Kind { kSend, kRecv };
+  Kind kind;
+  Buffer buffer;
+  int peer;  // group rank
+  int tag = 0;
+};
+
+// kAnySourceRank, as recv's source, receives from whichever rank sends first
+// (Work::source_rank() tells which).
+constexpr int kAnySourceRank = -1;
+
+class ProcessGroup {
+ public:
+  // Used by init_process_group and new_group; `global_ranks[i]` is the
+  // global rank of group rank i.
+  ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vector<int> global_ranks, std::string name,
+               std::chrono::milliseconds timeout);
+  // Fails queued work with a clear error and stops the worker.
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(global_ranks_.size()); }
+  const std::string& name() const { return name_; }
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  std::string backend_name() const;
+  // sequence_number is how many operations were issued on this group.
+  uint64_t sequence_number() const { return sequence_.load(); }
+
+  std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& options = {});
+  std::shared_ptr<Work> all_reduce(const Buffer& buffer, const AllReduceOptions& options = {});
+  std::shared_ptr<Work> reduce(const Buffer& buffer, const ReduceOptions& options = {});
+  // all_gather: outputs[q] receives rank q's input; counts may differ by rank.
+  std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
+                                   const AllGatherOptions& options = {});
+  // all_gather_into_tensor: output holds size() inputs back to back.
+  std::shared_ptr<Work> all_gather_into_tensor(const Buffer& output, const Buffer& input,
+                                               const AllGatherOptions& options = {});
+  // gather: on dst, outputs[q] receives rank q's input; elsewhere outputs is empty.
+  std::shared_ptr<Work> gather(const std::vector<Buffer>& outputs, const Buffer& input,
+                               const GatherOptions& options = {});
+  // scatter: on src, inputs[q] goes to rank q; elsewhere inputs is empty.
+  std::shared_ptr<Work> scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                                const ScatterOptions& options = {});
+  // reduce_scatter: output = reduction over ranks of inputs[rank()].
+  std::shared_ptr<Work> reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                                       const ReduceScatterOptions& options = {});
+  // reduce_scatter_tensor: input holds size() blocks of output's count.
+  std::shared_ptr<Work> reduce_scatter_tensor(const Buffer& output, const Buffer& input,
+                                              const ReduceScatterOptions& options = {});
+  // all_to_all: inputs[q] goes to rank q, which receives it in outputs[rank()].
+  std::shared_ptr<Work> all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
+                                   const AllToAllOptions& options = {});
+  // all_to_all_single: split sizes in elements; empty means equal splits.
+  std::shared_ptr<Work> all_to_all_single(const Buffer& output, const Buffer& input,
+                                          const std::vector<size_t>& output_split_sizes = {},
+                                          const std::vector<size_t>& input_split_sizes = {},
+                                          const AllToAllOptions& options = {});
+  std::shared_ptr<Work> barrier(const BarrierOptions& options = {});
+
+  std::shared_ptr<Work> send(const Buffer& buffer, int dst, const P2POptions& options = {});
+  // recv from `src`, or from any rank with kAnySourceRank.
+  std::shared_ptr<Work> recv(const Buffer& buffer, int src, const P2POptions& options = {});
+  std::shared_ptr<Work> isend(const Buffer& buffer, int dst, int tag = 0);
+  std::shared_ptr<Work> irecv(const Buffer& buffer, int src, int tag = 0);
+  // batch_isend_irecv starts every op at once (so their order cannot
+  // deadlock) and returns one Work per op.
+  std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops);
+
+  // abort fails the running and queued operations at once and makes the
+  // group refuse new ones. Thread-safe.
+  void abort(const std::string& reason = "abort() was called");
+
+ private:
+  using Task = std::function<void()>;
+  // enqueue numbers an operation and queues `run` for the worker; waits
+  // for it unless options.async_op.
+  std::shared_ptr<Work> enqueue(const std::string& op, const CollectiveOptions& options,
+                                std::function<void(Work&, const OpContext&)> run);
+  // collective enqueues a backend call that returns a Status.
+  std::shared_ptr<Work> collective(const std::string& op, const CollectiveOptions& options,
+                                   std::function<void(const OpContext&, std::exception_ptr*)> run);
+  void worker_loop();
+  void mark_broken(std::exception_ptr error, const std::string& what);
+  void check_rank(int r, const char* what) const;
+
+  std::unique_ptr<Backend> backend_;
+  const int rank_;
+  const std::vector<int> global_ranks_;
+  const std::string name_;
+  const std::chrono::milliseconds timeout_;
+  std::atomic<uint64_t> sequence_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::shared_ptr<Work>, Task>> queue_;  // guarded by mu_
+  bool stopping_ = false;                                      // guarded by mu_
+  std::exception_ptr broken_;  // worker thread only: why the group refuses work
+  std::thread worker_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,81 @@
+// algorithms.h: the collective algorithms, written only against Transport.
+//
+// Each function runs one collective to completion on the calling thread (the
+// group's worker) and returns its Status. Ranks are group ranks. Buffers have
+// been validated by the process group; sizes that still differ between ranks
+// are caught by the transport (a message of the wrong length is a desync).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/selection.h"
+#include "cohort/types.h"
+#include "transport/transport.h"
+
+namespace cohort {
+
+// AlgoContext is what every algorithm needs besides its buffers.
+struct AlgoContext {
+  Transport& transport;
+  uint64_t sequence;             // the group's sequence number of this op
+  Deadline deadline;
+  std::string what;              // "all_reduce #5 of group 0", for errors
+  std::vector<uint8_t>& scratch; // reused across operations; grows as needed
+
+  // tag makes each step's messages unique within the group.
+  uint64_t tag(uint32_t step) const { return (sequence << 24) | (step & 0xFFFFFFu); }
+  // scratch_bytes returns scratch space of at least n bytes.
+  uint8_t* scratch_bytes(size_t n) {
+    if (scratch.size() < n) scratch.resize(n);
+    return scratch.data();
+  }
+};
+
+// all_reduce reduces `buf` across ranks in place (op: SUM, PRODUCT, MIN,
+// MAX, BAND, BOR, BXOR; the group handles AVG and PREMUL_SUM around it).
+Status all_reduce(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op, Algorithm algorithm);
+
+// broadcast copies root's `buf` into every rank's.
+Status broadcast(AlgoContext& c, const Buffer& buf, int root);
+
+// reduce leaves the reduction of every rank's `buf` in root's; the others'
+// buffers are left as they were.
+Status reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
+
+// all_gather fills outputs[q] with rank q's input on every rank (counts may
+// differ between ranks; outputs[rank] may alias input).
+Status all_gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& outputs);
+
+// gather fills root's outputs[q] with rank q's input.
+Status gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& outputs, int root);
+
+// scatter fills rank q's output with root's inputs[q].
+Status scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs, int root);
+
+// reduce_scatter leaves in rank q's output the reduction of every rank's
+// inputs[q].
+Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp::Kind op);
+
+// all_to_all sends inputs[q] to rank q, which receives it in outputs[rank].
+Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs);
+
+// barrier returns once every rank has entered it.
+Status barrier(AlgoContext& c);
+
+// block_range splits n elements into p nearly equal blocks: block b is
+// [first, first + count).
+inline void block_range(size_t n, int p, int b, size_t* first, size_t* count) {
+  size_t lo = n * static_cast<size_t>(b) / static_cast<size_t>(p);
+  size_t hi = n * static_cast<size_t>(b + 1) / static_cast<size_t>(p);
+  *first = lo;
+  *count = hi - lo;
+}
+
+// sendrecv sends one message and receives one (either may be skipped with
+// peer -1), in one exchange.
+Status sendrecv(AlgoContext& c, uint32_t step, int to, const void* send_data, size_t send_bytes, int from,
+                void* recv_data, size_t recv_bytes);
+
+}  // namespace cohort

@@ -1,0 +1,108 @@
+// all_reduce: recursive doubling for small vectors, ring for large ones.
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "reduce/reduce.h"
+
+namespace cohort {
+namespace {
+
+// Recursive doubling: log2(P) steps, each exchanging the whole vector with
+// the partner whose rank differs in one bit. For a world size that is not a
+// power of two, the first 2*extra ranks pair up first: even ones hand their
+// data to the odd one above and wait for the result, so that a power of two
+// of ranks does the doubling. Every step combines the same two values on
+// both partners, so all ranks end with bit-identical results.
+Status recursive_doubling(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  const size_t bytes = buf.bytes();
+  int p2 = 1;
+  while (p2 * 2 <= p) p2 *= 2;
+  const int extra = p - p2;
+  uint8_t* tmp = c.scratch_bytes(bytes);
+  uint32_t step = 0;
+
+  int vrank;  // rank among the p2 that double; -1 for a rank that sits out
+  if (r < 2 * extra) {
+    if (r % 2 == 0) {
+      Status st = sendrecv(c, step, r + 1, buf.data, bytes, -1, nullptr, 0);
+      if (!st.ok()) return st;
+      vrank = -1;
+    } else {
+      Status st = sendrecv(c, step, -1, nullptr, 0, r - 1, tmp, bytes);
+      if (!st.ok()) return st;
+      reduce_into(buf.dtype, op, buf.data, tmp, buf.count);
+      vrank = r / 2;
+    }
+  } else {
+    vrank = r - extra;
+  }
+  ++step;
+  if (vrank >= 0) {
+    for (int mask = 1; mask < p2; mask <<= 1, ++step) {
+      int vpartner = vrank ^ mask;
+      int partner = vpartner < extra ? vpartner * 2 + 1 : vpartner + extra;
+      Status st = sendrecv(c, step, partner, buf.data, bytes, partner, tmp, bytes);
+      if (!st.ok()) return st;
+      reduce_into(buf.dtype, op, buf.data, tmp, buf.count);
+    }
+  } else {
+    step += static_cast<uint32_t>(__builtin_ctz(static_cast<unsigned>(p2)));
+  }
+  // Hand the result back to the ranks that sat out.
+  if (r < 2 * extra) {
+    if (r % 2 == 0) return sendrecv(c, step, -1, nullptr, 0, r + 1, buf.data, bytes);
+    return sendrecv(c, step, r - 1, buf.data, bytes, -1, nullptr, 0);
+  }
+  return Status::ok_status();
+}
+
+// Ring: a reduce-scatter (P-1 steps; after it rank r holds the total of
+// block r+1) then an all-gather of the totals (P-1 steps). Each rank sends
+// and receives 2(P-1)/P of the vector, the least any algorithm can.
+Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  const size_t es = dtype_size(buf.dtype);
+  auto* base = static_cast<uint8_t*>(buf.data);
+  size_t max_block = (buf.count + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);
+  uint8_t* tmp = c.scratch_bytes(max_block * es);
+  uint32_t step = 0;
+  for (int s = 0; s < p - 1; ++s, ++step) {
+    int send_block = (r - s + p) % p, recv_block = (r - s - 1 + 2 * p) % p;
+    size_t sf, sn, rf, rn;
+    block_range(buf.count, p, send_block, &sf, &sn);
+    block_range(buf.count, p, recv_block, &rf, &rn);
+    Status st = sendrecv(c, step, right, base + sf * es, sn * es, left, tmp, rn * es);
+    if (!st.ok()) return st;
+    reduce_into(buf.dtype, op, base + rf * es, tmp, rn);
+  }
+  for (int s = 0; s < p - 1; ++s, ++step) {
+    int send_block = (r + 1 - s + p) % p, recv_block = (r - s + p) % p;
+    size_t sf, sn, rf, rn;
+    block_range(buf.count, p, send_block, &sf, &sn);
+    block_range(buf.count, p, recv_block, &rf, &rn);
+    Status st = sendrecv(c, step, right, base + sf * es, sn * es, left, base + rf * es, rn * es);
+    if (!st.ok()) return st;
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Status sendrecv(AlgoContext& c, uint32_t step, int to, const void* send_data, size_t send_bytes, int from,
+                void* recv_data, size_t recv_bytes) {
+  SendRequest s{to, MessageKind::kCollective, c.tag(step), send_data, send_bytes};
+  RecvRequest q{from, MessageKind::kCollective, c.tag(step), recv_data, recv_bytes};
+  return c.transport.exchange(&s, to >= 0 ? 1 : 0, &q, from >= 0 ? 1 : 0, c.deadline, c.what);
+}
+
+Status all_reduce(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op, Algorithm algorithm) {
+  if (c.transport.size() == 1) return Status::ok_status();
+  if (algorithm == Algorithm::kRing && buf.count >= static_cast<size_t>(c.transport.size())) return ring(c, buf, op);
+  return recursive_doubling(c, buf, op);
+}
+
+}  // namespace cohort

@@ -1,0 +1,114 @@
+// all_gather and reduce_scatter on a ring; gather and scatter direct to and
+// from the root; all_to_all as pairwise exchanges; the dissemination barrier.
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "reduce/reduce.h"
+
+namespace cohort {
+
+Status all_gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& outputs) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  if (outputs[r].data != input.data && input.bytes()) std::memcpy(outputs[r].data, input.data, input.bytes());
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  for (int s = 0; s < p - 1; ++s) {
+    const Buffer& out = outputs[(r - s + p) % p];
+    const Buffer& in = outputs[(r - s - 1 + 2 * p) % p];
+    Status st = sendrecv(c, static_cast<uint32_t>(s), right, out.data, out.bytes(), left, in.data, in.bytes());
+    if (!st.ok()) return st;
+  }
+  return Status::ok_status();
+}
+
+// Ring reduce-scatter: at step s rank r passes on its running total of
+// block (r-s-1) and receives the total of block (r-s-2), adds its own input
+// to it, and passes that on next; after P-1 steps block r is complete at
+// rank r. Two scratch halves alternate as "sending" and "receiving".
+Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp::Kind op) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  if (p == 1) {
+    if (output.data != inputs[0].data && output.bytes()) std::memcpy(output.data, inputs[0].data, output.bytes());
+    return Status::ok_status();
+  }
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  size_t max_bytes = 0;
+  for (const Buffer& b : inputs) max_bytes = std::max(max_bytes, b.bytes());
+  uint8_t* space = c.scratch_bytes(2 * max_bytes);
+  uint8_t* sending = space;
+  uint8_t* receiving = space + max_bytes;
+  const Buffer& first = inputs[(r - 1 + p) % p];
+  if (first.bytes()) std::memcpy(sending, first.data, first.bytes());
+  size_t sending_bytes = first.bytes();
+  for (int s = 0; s < p - 1; ++s) {
+    const int b = (r - s - 2 + 2 * p) % p;
+    const Buffer& mine = inputs[b];
+    const bool last = s == p - 2;  // then b == r: receive straight into the output
+    uint8_t* into = last ? static_cast<uint8_t*>(output.data) : receiving;
+    Status st = sendrecv(c, static_cast<uint32_t>(s), right, sending, sending_bytes, left, into, mine.bytes());
+    if (!st.ok()) return st;
+    reduce_into(mine.dtype, op, into, mine.data, mine.count);
+    std::swap(sending, receiving);
+    sending_bytes = mine.bytes();
+  }
+  return Status::ok_status();
+}
+
+Status gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& outputs, int root) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  if (r != root) return sendrecv(c, 0, root, input.data, input.bytes(), -1, nullptr, 0);
+  if (outputs[r].data != input.data && input.bytes()) std::memcpy(outputs[r].data, input.data, input.bytes());
+  std::vector<RecvRequest> recvs;
+  recvs.reserve(static_cast<size_t>(p));
+  for (int q = 0; q < p; ++q) {
+    if (q != r) recvs.push_back(RecvRequest{q, MessageKind::kCollective, c.tag(0), outputs[q].data, outputs[q].bytes()});
+  }
+  return c.transport.exchange(nullptr, 0, recvs.data(), recvs.size(), c.deadline, c.what);
+}
+
+Status scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs, int root) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  if (r != root) return sendrecv(c, 0, -1, nullptr, 0, root, output.data, output.bytes());
+  if (output.data != inputs[r].data && output.bytes()) std::memcpy(output.data, inputs[r].data, output.bytes());
+  std::vector<SendRequest> sends;
+  sends.reserve(static_cast<size_t>(p));
+  for (int q = 0; q < p; ++q) {
+    if (q != r) sends.push_back(SendRequest{q, MessageKind::kCollective, c.tag(0), inputs[q].data, inputs[q].bytes()});
+  }
+  return c.transport.exchange(sends.data(), sends.size(), nullptr, 0, c.deadline, c.what);
+}
+
+// Pairwise: in step s rank r sends to r+s and receives from r-s, so that
+// every pair meets once and nobody is sent to by everyone at once.
+Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  if (outputs[r].bytes() && outputs[r].data != inputs[r].data) {
+    std::memmove(outputs[r].data, inputs[r].data, outputs[r].bytes());
+  }
+  for (int s = 1; s < p; ++s) {
+    const int to = (r + s) % p, from = (r - s + p) % p;
+    Status st = sendrecv(c, static_cast<uint32_t>(s), to, inputs[to].data, inputs[to].bytes(), from,
+                         outputs[from].data, outputs[from].bytes());
+    if (!st.ok()) return st;
+  }
+  return Status::ok_status();
+}
+
+// Dissemination: in round k every rank signals r+2^k and waits for r-2^k;
+// after ceil(log2 P) rounds each rank has heard, indirectly, from all.
+Status barrier(AlgoContext& c) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  uint32_t step = 0;
+  for (int d = 1; d < p; d <<= 1, ++step) {
+    Status st = sendrecv(c, step, (r + d) % p, nullptr, 0, (r - d + p) % p, nullptr, 0);
+    if (!st.ok()) return st;
+  }
+  return Status::ok_status();
+}
+
+}  // namespace cohort

@@ -1,0 +1,63 @@
+// backend.h: what a backend (native, MPI, NCCL) implements for a group.
+//
+// The ProcessGroup validates arguments, numbers operations and runs them on
+// its worker thread; a Backend only executes them. Collectives run to
+// completion and return their Status. Point-to-point operations are posted
+// and complete later through their Completion, while the worker calls
+// progress() between operations. A method a backend does not override says
+// "backend X does not support Y".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cohort/types.h"
+#include "common/deadline.h"
+#include "common/status.h"
+#include "transport/transport.h"
+
+namespace cohort {
+
+// OpContext is one operation's identity: its sequence number, deadline and
+// a description for errors ("all_reduce #5 of group default").
+struct OpContext {
+  uint64_t sequence;
+  Deadline deadline;
+  const std::string* what;  // outlives the operation
+};
+
+class Backend {
+ public:
+  explicit Backend(std::string name) : name_(std::move(name)) {}
+  virtual ~Backend() = default;
+  const std::string& name() const { return name_; }
+
+  virtual Status broadcast(const Buffer& buffer, int root, const OpContext& op);
+  virtual Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op);
+  virtual Status reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op);
+  virtual Status all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op);
+  virtual Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root, const OpContext& op);
+  virtual Status scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root, const OpContext& op);
+  virtual Status reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp reduce_op,
+                                const OpContext& op);
+  virtual Status all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
+                            const OpContext& op);
+  virtual Status barrier(const OpContext& op);
+
+  virtual void post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done);
+  virtual void post_recv(const Buffer& buffer, int src, int tag, const OpContext& op, Completion done);
+  virtual bool has_pending() { return false; }
+  virtual void progress(Deadline until) { (void)until; }
+  virtual void wake() {}
+  virtual void abort(const Status& reason) { (void)reason; }
+
+ protected:
+  Status unsupported(const char* op) const {
+    return Status(StatusCode::kBackendError, "backend " + name_ + " does not support " + op);
+  }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,295 @@
+// The module-level API: init_process_group, the default group (the one piece
+// of global state besides the config registry) and new_group.
+#include "cohort/distributed.h"
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+
+#include "cohort/errors.h"
+#include "cohort/prefix_store.h"
+#include "common/config_registry.h"
+#include "common/logging.h"
+#include "process_group/native_backend.h"
+#include "rendezvous/init_url.h"
+#include "transport/tcp/connect.h"
+
+namespace cohort {
+namespace {
+
+struct World {
+  std::mutex mu;
+  std::shared_ptr<Store> store;  // the job's store, before any prefix
+  std::shared_ptr<ProcessGroup> group;
+  std::vector<std::shared_ptr<ProcessGroup>> subgroups;
+  int groups_made = 0;
+  std::string master_host;
+  std::chrono::milliseconds timeout{0};
+};
+
+World& world() {
+  static World w;
+  return w;
+}
+
+std::shared_ptr<ProcessGroup> build_group(const std::shared_ptr<Store>& store, int rank, std::vector<int> global_ranks,
+                                          std::chrono::milliseconds timeout, const std::string& name,
+                                          const std::string& master_host) {
+  const int size = static_cast<int>(global_ranks.size());
+  auto address = tcp::local_address(master_host);
+  if (!address.ok()) throw_status(address.status().with_context("group " + name));
+  auto transport = tcp::connect_mesh(*store, rank, size, address.value(), Deadline::after(timeout));
+  if (!transport.ok()) throw_status(transport.status().with_context("group " + name));
+  COHORT_LOG(kInfo) << "group " << name << ": rank " << rank << " of " << size << " connected from "
+                    << address.value();
+  auto backend = std::make_unique<NativeBackend>(std::move(transport.value()));
+  return std::make_shared<ProcessGroup>(std::move(backend), rank, std::move(global_ranks), name, timeout);
+}
+
+std::chrono::milliseconds default_timeout() {
+  return std::chrono::milliseconds(static_cast<int64_t>(config_float(knobs::kDefaultTimeoutS) * 1000));
+}
+
+GroupPtr resolve(const GroupPtr& group) {
+  if (group) return group;
+  std::lock_guard<std::mutex> lock(world().mu);
+  if (!world().group) throw InvalidArgument("the default process group is not initialized: call init_process_group");
+  return world().group;
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_group(std::shared_ptr<Store> store, int rank, int size,
+                                         std::chrono::milliseconds timeout, const std::string& name,
+                                         const std::string& master_host) {
+  if (!store) throw InvalidArgument("make_group: the store is null");
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw InvalidArgument("make_group: rank " + std::to_string(rank) + " of world size " + std::to_string(size) +
+                          " is out of range");
+  }
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) ranks[i] = i;
+  if (timeout.count() <= 0) timeout = default_timeout();
+  return build_group(store, rank, std::move(ranks), timeout, name, master_host);
+}
+
+void init_process_group(const InitOptions& options) {
+  World& w = world();
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (w.group) throw InvalidArgument("init_process_group: the default process group is already initialized");
+  }
+  const std::string& b = options.backend;
+  if (b == "mpi" || b == "nccl") {
+    throw BackendError("init_process_group: backend '" + b + "' is not built into this cohort yet");
+  }
+  if (b != "cohort" && b != "native" && b != "gloo") {
+    throw InvalidArgument("init_process_group: unknown backend '" + b + "' (use \"cohort\")");
+  }
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : default_timeout();
+  std::shared_ptr<Store> store = options.store;
+  int rank = options.rank, world_size = options.world_size;
+  std::string master_host;
+  if (store) {
+    if (rank < 0 || world_size < 1) {
+      throw InvalidArgument("init_process_group: with a store, rank and world_size must be given (rank " +
+                            std::to_string(rank) + ", world_size " + std::to_string(world_size) + ")");
+    }
+    if (rank >= world_size) {
+      throw InvalidArgument("init_process_group: rank " + std::to_string(rank) + " is out of range for world_size " +
+                            std::to_string(world_size));
+    }
+  } else {
+    Rendezvous rv = rendezvous(options.init_method, rank, world_size, timeout, &master_host);
+    store = rv.store;
+    rank = rv.rank;
+    world_size = rv.world_size;
+  }
+  set_log_rank(rank);
+  auto group_store = std::make_shared<PrefixStore>("cohort/" + options.group_name, store);
+  std::vector<int> ranks(static_cast<size_t>(world_size));
+  for (int i = 0; i < world_size; ++i) ranks[i] = i;
+  auto group = build_group(group_store, rank, std::move(ranks), timeout, options.group_name, master_host);
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.store = store;
+  w.group = group;
+  w.master_host = master_host;
+  w.timeout = timeout;
+  w.groups_made = 0;
+}
+
+void destroy_process_group() {
+  World& w = world();
+  std::shared_ptr<ProcessGroup> group;
+  std::vector<std::shared_ptr<ProcessGroup>> subgroups;
+  std::shared_ptr<Store> store;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    group.swap(w.group);
+    subgroups.swap(w.subgroups);
+    store.swap(w.store);
+  }
+  for (auto& g : subgroups) g->abort("destroy_process_group() was called");
+  // Rank 0 hosts the store: it waits for the others before taking it away,
+  // as torch's does at exit, so that nobody loses the store mid-call.
+  if (group && store && group->size() > 1) {
+    try {
+      group->barrier();
+    } catch (const Error& e) {
+      COHORT_LOG(kWarning) << "destroy_process_group: the final barrier failed: " << e.what();
+    }
+  }
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(world().mu);
+  return world().group != nullptr;
+}
+
+int get_rank(const GroupPtr& group) { return resolve(group)->rank(); }
+int get_world_size(const GroupPtr& group) { return resolve(group)->size(); }
+std::shared_ptr<ProcessGroup> default_group() { return resolve(nullptr); }
+
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds timeout) {
+  World& w = world();
+  std::shared_ptr<Store> store;
+  std::string name, master_host;
+  int my_rank, world_size;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (!w.group) throw InvalidArgument("new_group: call init_process_group first");
+    name = "group_" + std::to_string(++w.groups_made);
+    store = w.store;
+    master_host = w.master_host;
+    my_rank = w.group->rank();
+    world_size = w.group->size();
+    if (timeout.count() <= 0) timeout = w.timeout;
+  }
+  std::vector<int> ranks = ranks_in;
+  if (ranks.empty()) {
+    for (int i = 0; i < world_size; ++i) ranks.push_back(i);
+  }
+  std::set<int> seen;
+  for (int r : ranks) {
+    if (r < 0 || r >= world_size) {
+      throw InvalidArgument("new_group: rank " + std::to_string(r) + " is out of range for world size " +
+                            std::to_string(world_size));
+    }
+    if (!seen.insert(r).second) throw InvalidArgument("new_group: rank " + std::to_string(r) + " is listed twice");
+  }
+  auto it = std::find(ranks.begin(), ranks.end(), my_rank);
+  if (it == ranks.end()) return nullptr;  // not a member: nothing to wait for
+  const int group_rank = static_cast<int>(it - ranks.begin());
+  auto group_store = std::make_shared<PrefixStore>("cohort/" + name, store);
+  auto group = build_group(group_store, group_rank, ranks, timeout, name, master_host);
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.subgroups.push_back(group);
+  return group;
+}
+
+int get_group_rank(const GroupPtr& group, int global_rank) {
+  if (!group) throw InvalidArgument("get_group_rank: the group is null (this rank is not a member)");
+  const auto& r = group->global_ranks();
+  auto it = std::find(r.begin(), r.end(), global_rank);
+  if (it == r.end()) {
+    throw InvalidArgument("get_group_rank: global rank " + std::to_string(global_rank) + " is not in group " +
+                          group->name());
+  }
+  return static_cast<int>(it - r.begin());
+}
+
+int get_global_rank(const GroupPtr& group, int group_rank) {
+  if (!group) throw InvalidArgument("get_global_rank: the group is null (this rank is not a member)");
+  if (group_rank < 0 || group_rank >= group->size()) {
+    throw InvalidArgument("get_global_rank: group rank " + std::to_string(group_rank) + " is out of range for group " +
+                          group->name() + " of " + std::to_string(group->size()));
+  }
+  return group->global_ranks()[group_rank];
+}
+
+std::vector<int> get_process_group_ranks(const GroupPtr& group) {
+  if (!group) throw InvalidArgument("get_process_group_ranks: the group is null (this rank is not a member)");
+  return group->global_ranks();
+}
+
+// The free functions take global ranks for src/dst/peer, as torch's do.
+std::shared_ptr<Work> broadcast(const Buffer& b, const BroadcastOptions& o, const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  BroadcastOptions local = o;
+  local.src = get_group_rank(g, o.src);
+  return g->broadcast(b, local);
+}
+std::shared_ptr<Work> all_reduce(const Buffer& b, const AllReduceOptions& o, const GroupPtr& group) {
+  return resolve(group)->all_reduce(b, o);
+}
+std::shared_ptr<Work> reduce(const Buffer& b, const ReduceOptions& o, const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  ReduceOptions local = o;
+  local.dst = get_group_rank(g, o.dst);
+  return g->reduce(b, local);
+}
+std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const AllGatherOptions& o,
+                                 const GroupPtr& group) {
+  return resolve(group)->all_gather(outputs, input, o);
+}
+std::shared_ptr<Work> all_gather_into_tensor(const Buffer& output, const Buffer& input, const AllGatherOptions& o,
+                                             const GroupPtr& group) {
+  return resolve(group)->all_gather_into_tensor(output, input, o);
+}
+std::shared_ptr<Work> gather(const std::vector<Buffer>& outputs, const Buffer& input, const GatherOptions& o,
+                             const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  GatherOptions local = o;
+  local.dst = get_group_rank(g, o.dst);
+  return g->gather(outputs, input, local);
+}
+std::shared_ptr<Work> scatter(const Buffer& output, const std::vector<Buffer>& inputs, const ScatterOptions& o,
+                              const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  ScatterOptions local = o;
+  local.src = get_group_rank(g, o.src);
+  return g->scatter(output, inputs, local);
+}
+std::shared_ptr<Work> reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                                     const ReduceScatterOptions& o, const GroupPtr& group) {
+  return resolve(group)->reduce_scatter(output, inputs, o);
+}
+std::shared_ptr<Work> reduce_scatter_tensor(const Buffer& output, const Buffer& input, const ReduceScatterOptions& o,
+                                            const GroupPtr& group) {
+  return resolve(group)->reduce_scatter_tensor(output, input, o);
+}
+std::shared_ptr<Work> all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
+                                 const AllToAllOptions& o, const GroupPtr& group) {
+  return resolve(group)->all_to_all(outputs, inputs, o);
+}
+std::shared_ptr<Work> all_to_all_single(const Buffer& output, const Buffer& input,
+                                        const std::vector<size_t>& output_split_sizes,
+                                        const std::vector<size_t>& input_split_sizes, const AllToAllOptions& o,
+                                        const GroupPtr& group) {
+  return resolve(group)->all_to_all_single(output, input, output_split_sizes, input_split_sizes, o);
+}
+std::shared_ptr<Work> barrier(const BarrierOptions& o, const GroupPtr& group) { return resolve(group)->barrier(o); }
+std::shared_ptr<Work> send(const Buffer& b, int dst, const P2POptions& o, const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  return g->send(b, get_group_rank(g, dst), o);
+}
+std::shared_ptr<Work> recv(const Buffer& b, int src, const P2POptions& o, const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  return g->recv(b, src == kAnySourceRank ? kAnySourceRank : get_group_rank(g, src), o);
+}
+std::shared_ptr<Work> isend(const Buffer& b, int dst, int tag, const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  return g->isend(b, get_group_rank(g, dst), tag);
+}
+std::shared_ptr<Work> irecv(const Buffer& b, int src, int tag, const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  return g->irecv(b, src == kAnySourceRank ? kAnySourceRank : get_group_rank(g, src), tag);
+}
+std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops, const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  std::vector<P2POp> local = ops;
+  for (auto& op : local) op.peer = get_group_rank(g, op.peer);
+  return g->batch_isend_irecv(local);
+}
+
+}  // namespace cohort

@@ -1,0 +1,124 @@
+#include "process_group/native_backend.h"
+
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "reduce/reduce.h"
+
+namespace cohort {
+namespace {
+
+// The reduction an algorithm runs for `op`: AVG and PREMUL_SUM are sums
+// with scaling around them.
+ReduceOp::Kind algorithm_op(ReduceOp op) {
+  return op.kind == ReduceOp::AVG || op.kind == ReduceOp::PREMUL_SUM ? ReduceOp::SUM : op.kind;
+}
+
+}  // namespace
+
+NativeBackend::NativeBackend(std::unique_ptr<Transport> transport)
+    : Backend("cohort"), transport_(std::move(transport)) {}
+
+AlgoContext NativeBackend::context(const OpContext& op) {
+  return AlgoContext{*transport_, op.sequence, op.deadline, *op.what, scratch_};
+}
+
+Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext& op) {
+  AlgoContext c = context(op);
+  return cohort::broadcast(c, buffer, root);
+}
+
+Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) {
+  auto algorithm = choose_algorithm(Collective::kAllReduce, buffer.bytes(), transport_->size());
+  if (!algorithm.ok()) return algorithm.status();
+  if (reduce_op.kind == ReduceOp::PREMUL_SUM) scale(buffer.dtype, buffer.data, buffer.count, reduce_op.factor);
+  AlgoContext c = context(op);
+  Status st = cohort::all_reduce(c, buffer, algorithm_op(reduce_op), algorithm.value());
+  if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
+    scale(buffer.dtype, buffer.data, buffer.count, 1.0 / transport_->size());
+  }
+  return st;
+}
+
+Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) {
+  Buffer input = buffer;
+  if (reduce_op.kind == ReduceOp::PREMUL_SUM) {
+    if (transport_->rank() != root) {  // leave the caller's input as it was
+      premul_.resize(buffer.bytes());
+      if (buffer.bytes()) std::memcpy(premul_.data(), buffer.data, buffer.bytes());
+      input.data = premul_.data();
+    }
+    scale(input.dtype, input.data, input.count, reduce_op.factor);
+  }
+  AlgoContext c = context(op);
+  Status st = cohort::reduce(c, input, root, algorithm_op(reduce_op));
+  if (st.ok() && reduce_op.kind == ReduceOp::AVG && transport_->rank() == root) {
+    scale(buffer.dtype, buffer.data, buffer.count, 1.0 / transport_->size());
+  }
+  return st;
+}
+
+Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op) {
+  AlgoContext c = context(op);
+  return cohort::all_gather(c, input, outputs);
+}
+
+Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,
+                             const OpContext& op) {
+  AlgoContext c = context(op);
+  return cohort::gather(c, input, outputs, root);
+}
+
+Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root,
+                              const OpContext& op) {
+  AlgoContext c = context(op);
+  return cohort::scatter(c, output, inputs, root);
+}
+
+Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp reduce_op,
+                                     const OpContext& op) {
+  std::vector<Buffer> views = inputs;
+  if (reduce_op.kind == ReduceOp::PREMUL_SUM) {
+    size_t total = 0;
+    for (const Buffer& b : inputs) total += b.bytes();
+    premul_.resize(total);
+    size_t off = 0;
+    for (Buffer& v : views) {
+      if (v.bytes()) std::memcpy(premul_.data() + off, v.data, v.bytes());
+      v.data = premul_.data() + off;
+      scale(v.dtype, v.data, v.count, reduce_op.factor);
+      off += v.bytes();
+    }
+  }
+  AlgoContext c = context(op);
+  Status st = cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
+  if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
+    scale(output.dtype, output.data, output.count, 1.0 / transport_->size());
+  }
+  return st;
+}
+
+Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
+                                 const OpContext& op) {
+  AlgoContext c = context(op);
+  return cohort::all_to_all(c, outputs, inputs);
+}
+
+Status NativeBackend::barrier(const OpContext& op) {
+  AlgoContext c = context(op);
+  return cohort::barrier(c);
+}
+
+void NativeBackend::post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done) {
+  SendRequest s{dst, MessageKind::kPointToPoint, static_cast<uint64_t>(static_cast<int64_t>(tag)), buffer.data,
+                buffer.bytes()};
+  transport_->post_send(s, op.deadline, op.what, std::move(done));
+}
+
+void NativeBackend::post_recv(const Buffer& buffer, int src, int tag, const OpContext& op, Completion done) {
+  RecvRequest r{src < 0 ? kAnySource : src, MessageKind::kPointToPoint,
+                static_cast<uint64_t>(static_cast<int64_t>(tag)), buffer.data, buffer.bytes()};
+  transport_->post_recv(r, op.deadline, op.what, std::move(done));
+}
+
+}  // namespace cohort

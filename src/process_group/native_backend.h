@@ -1,0 +1,41 @@
+// native_backend.h: cohort's own backend: the algorithms of src/algorithms
+// over a Transport (TCP today; shared memory joins it in another issue).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "process_group/backend.h"
+
+namespace cohort {
+
+class NativeBackend : public Backend {
+ public:
+  explicit NativeBackend(std::unique_ptr<Transport> transport);
+
+  Status broadcast(const Buffer& buffer, int root, const OpContext& op) override;
+  Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) override;
+  Status reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) override;
+  Status all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op) override;
+  Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root, const OpContext& op) override;
+  Status scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root, const OpContext& op) override;
+  Status reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp reduce_op,
+                        const OpContext& op) override;
+  Status all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
+                    const OpContext& op) override;
+  Status barrier(const OpContext& op) override;
+  void post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done) override;
+  void post_recv(const Buffer& buffer, int src, int tag, const OpContext& op, Completion done) override;
+  bool has_pending() override { return transport_->has_pending(); }
+  void progress(Deadline until) override { transport_->progress(until); }
+  void wake() override { transport_->wake(); }
+  void abort(const Status& reason) override { transport_->interrupt(reason); }
+
+ private:
+  struct AlgoContext context(const OpContext& op);
+  std::unique_ptr<Transport> transport_;
+  std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)
+  std::vector<uint8_t> premul_;   // PREMUL_SUM's scaled copy of the inputs
+};
+
+}  // namespace cohort

@@ -1,0 +1,149 @@
+// ProcessGroup: argument checks on the caller's thread, then one worker
+// thread per group that runs operations in call order (docs/threading.md).
+#include "cohort/process_group.h"
+
+#include <numeric>
+
+#include "cohort/errors.h"
+#include "common/logging.h"
+#include "process_group/backend.h"
+#include "reduce/reduce.h"
+
+namespace cohort {
+namespace {
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vector<int> global_ranks,
+                           std::string name, std::chrono::milliseconds timeout)
+    : backend_(std::move(backend)),
+      rank_(rank),
+      global_ranks_(std::move(global_ranks)),
+      name_(std::move(name)),
+      timeout_(timeout) {
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+ProcessGroup::~ProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  backend_->wake();
+  worker_.join();
+  // Pending point-to-point requests complete (with an error) as the
+  // backend's transport goes away.
+  backend_.reset();
+}
+
+std::string ProcessGroup::backend_name() const { return backend_->name(); }
+
+void ProcessGroup::check_rank(int r, const char* what) const {
+  if (r < 0 || r >= size()) {
+    throw InvalidArgument(std::string(what) + " is " + std::to_string(r) + ", out of range for group " + name_ +
+                          " of " + std::to_string(size()) + " ranks");
+  }
+}
+
+void ProcessGroup::worker_loop() {
+  for (;;) {
+    std::pair<std::shared_ptr<Work>, Task> item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (queue_.empty() && !stopping_) {
+        if (backend_->has_pending()) {
+          // isend/irecv in flight: drive them until new work (or stop) wakes us.
+          lock.unlock();
+          backend_->progress(Deadline::never());
+          lock.lock();
+        } else {
+          cv_.wait(lock);
+        }
+      }
+      if (queue_.empty() && stopping_) break;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (broken_) {
+      item.first->complete(broken_);
+      continue;
+    }
+    try {
+      item.second();
+    } catch (...) {
+      // A throwing task is a bug in cohort; its Work still completes.
+      item.first->complete(std::current_exception());
+    }
+  }
+  // Whatever is still queued fails with a clear reason, each Work once.
+  std::deque<std::pair<std::shared_ptr<Work>, Task>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(queue_);
+  }
+  for (auto& item : left) {
+    item.first->complete(status_exception(
+        Status(StatusCode::kBackendError, item.first->description() + " was cancelled: group " + name_ + " was destroyed")));
+  }
+}
+
+std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const CollectiveOptions& options,
+                                            std::function<void(Work&, const OpContext&)> run) {
+  const uint64_t seq = ++sequence_;
+  auto what = std::make_shared<std::string>(op + " #" + std::to_string(seq) + " of group " + name_);
+  auto work = std::make_shared<Work>(*what);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : timeout_;
+  // The deadline counts from the call, not from when the worker gets to it.
+  OpContext context{seq, Deadline::after(timeout), what.get()};
+  Task task = [this, work, what, context, run = std::move(run)] {
+    run(*work, context);
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) throw InvalidArgument(op + ": group " + name_ + " is being destroyed");
+    queue_.emplace_back(work, std::move(task));
+  }
+  cv_.notify_one();
+  backend_->wake();
+  if (!options.async_op) work->wait();
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const CollectiveOptions& options,
+                                               std::function<void(const OpContext&, std::exception_ptr*)> run) {
+  return enqueue(op, options, [this, run = std::move(run)](Work& work, const OpContext& context) {
+    std::exception_ptr error;
+    run(context, &error);
+    if (error) mark_broken(error, *context.what);
+    work.complete(error);
+  });
+}
+
+// mark_broken makes the group refuse new work after `what` failed: its
+// peers may be gone or out of step, and later operations would hang or mix
+// up messages. The error keeps its class (NetworkError, TimeoutError, ...).
+void ProcessGroup::mark_broken(std::exception_ptr error, const std::string& what) {
+  if (broken_) return;
+  StatusCode code = StatusCode::kNetworkError;
+  std::string message;
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& e) {
+    code = StatusCode::kTimeout;
+    message = e.what();
+  } catch (const DesyncError& e) {
+    code = StatusCode::kDesync;
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  broken_ = status_exception(Status(code, "group " + name_ + " can no longer be used because " + what +
+                                          " failed (create a new group): " + message));
+}
+
+void ProcessGroup::abort(const std::string& reason) {
+  backend_->abort(Status(StatusCode::kNetworkError, "group " + name_ + " was aborted: " + reason));
+}
+
+}  // namespace cohort

@@ -1,0 +1,321 @@
+// The operations of ProcessGroup: each checks its arguments here, on the
+// caller's thread, and throws InvalidArgument naming what is wrong before
+// anything is queued or sent.
+#include <numeric>
+
+#include "cohort/errors.h"
+#include "cohort/process_group.h"
+#include "process_group/backend.h"
+#include "reduce/reduce.h"
+
+namespace cohort {
+namespace {
+
+[[noreturn]] void bad(const std::string& op, const std::string& why) { throw InvalidArgument(op + ": " + why); }
+
+void check_buffer(const std::string& op, const Buffer& b, const std::string& name) {
+  if (b.data == nullptr && b.count > 0) {
+    bad(op, name + " is a null pointer with " + std::to_string(b.count) + " elements");
+  }
+  if (b.device.type != DeviceType::kCPU) {
+    bad(op, name + " is on a CUDA device; the cohort backend works on CPU buffers");
+  }
+}
+
+void check_dtype(const std::string& op, const Buffer& expected, const Buffer& b, const std::string& name) {
+  if (expected.dtype != b.dtype) {
+    bad(op, name + " is " + dtype_name(b.dtype) + " but the input is " + dtype_name(expected.dtype));
+  }
+}
+
+void check_list(const std::string& op, const std::vector<Buffer>& list, const std::string& name, int expected) {
+  if (static_cast<int>(list.size()) != expected) {
+    bad(op, name + " has " + std::to_string(list.size()) + " buffers; the group has " + std::to_string(expected) +
+                " ranks");
+  }
+  for (size_t i = 0; i < list.size(); ++i) check_buffer(op, list[i], name + "[" + std::to_string(i) + "]");
+}
+
+void check_reduce(const std::string& op, const Buffer& b, ReduceOp reduce_op) {
+  Status st = check_reduce_op(b.dtype, reduce_op);
+  if (!st.ok()) bad(op, st.message());
+}
+
+Buffer slice(const Buffer& b, size_t first, size_t count) {
+  Buffer out = b;
+  out.data = static_cast<uint8_t*>(b.data) + first * dtype_size(b.dtype);
+  out.count = count;
+  return out;
+}
+
+// fail_on records a failed Status as the operation's error.
+void fail_on(const Status& st, std::exception_ptr* error) {
+  if (!st.ok()) *error = status_exception(st);
+}
+
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const BroadcastOptions& o) {
+  const std::string op = "broadcast";
+  check_buffer(op, buffer, "buffer");
+  check_rank(o.src, "broadcast src");
+  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->broadcast(buffer, o.src, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllReduceOptions& o) {
+  const std::string op = "all_reduce";
+  check_buffer(op, buffer, "buffer");
+  check_reduce(op, buffer, o.op);
+  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->all_reduce(buffer, o.op, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOptions& o) {
+  const std::string op = "reduce";
+  check_buffer(op, buffer, "buffer");
+  check_rank(o.dst, "reduce dst");
+  check_reduce(op, buffer, o.op);
+  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->reduce(buffer, o.dst, o.op, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
+                                               const AllGatherOptions& o) {
+  const std::string op = "all_gather";
+  check_buffer(op, input, "input");
+  check_list(op, outputs, "outputs", size());
+  for (size_t i = 0; i < outputs.size(); ++i) check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
+  if (outputs[rank_].count != input.count) {
+    bad(op, "outputs[" + std::to_string(rank_) + "] (this rank's slot) holds " + std::to_string(outputs[rank_].count) +
+                " elements but the input has " + std::to_string(input.count));
+  }
+  return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->all_gather(outputs, input, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output, const Buffer& input,
+                                                           const AllGatherOptions& o) {
+  const std::string op = "all_gather_into_tensor";
+  check_buffer(op, input, "input");
+  check_buffer(op, output, "output");
+  check_dtype(op, input, output, "output");
+  if (output.count != input.count * static_cast<size_t>(size())) {
+    bad(op, "output holds " + std::to_string(output.count) + " elements; expected " + std::to_string(size()) +
+                " x " + std::to_string(input.count));
+  }
+  std::vector<Buffer> outputs;
+  for (int q = 0; q < size(); ++q) outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
+  return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->all_gather(outputs, input, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, const Buffer& input,
+                                           const GatherOptions& o) {
+  const std::string op = "gather";
+  check_buffer(op, input, "input");
+  check_rank(o.dst, "gather dst");
+  if (rank_ == o.dst) {
+    check_list(op, outputs, "outputs", size());
+    for (size_t i = 0; i < outputs.size(); ++i) check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
+    if (outputs[rank_].count != input.count) {
+      bad(op, "outputs[" + std::to_string(rank_) + "] holds " + std::to_string(outputs[rank_].count) +
+                  " elements but the input has " + std::to_string(input.count));
+    }
+  } else if (!outputs.empty()) {
+    bad(op, "outputs must be empty on ranks other than dst " + std::to_string(o.dst) + " (torch's rule)");
+  }
+  return collective(op, o, [this, outputs, input, o](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->gather(outputs, input, o.dst, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                                            const ScatterOptions& o) {
+  const std::string op = "scatter";
+  check_buffer(op, output, "output");
+  check_rank(o.src, "scatter src");
+  if (rank_ == o.src) {
+    check_list(op, inputs, "inputs", size());
+    for (size_t i = 0; i < inputs.size(); ++i) check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
+    if (inputs[rank_].count != output.count) {
+      bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
+                  " elements but the output has " + std::to_string(output.count));
+    }
+  } else if (!inputs.empty()) {
+    bad(op, "inputs must be empty on ranks other than src " + std::to_string(o.src) + " (torch's rule)");
+  }
+  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->scatter(output, inputs, o.src, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                                                   const ReduceScatterOptions& o) {
+  const std::string op = "reduce_scatter";
+  check_buffer(op, output, "output");
+  check_list(op, inputs, "inputs", size());
+  check_reduce(op, output, o.op);
+  for (size_t i = 0; i < inputs.size(); ++i) check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
+  if (inputs[rank_].count != output.count) {
+    bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
+                " elements but the output has " + std::to_string(output.count));
+  }
+  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, const Buffer& input,
+                                                          const ReduceScatterOptions& o) {
+  const std::string op = "reduce_scatter_tensor";
+  check_buffer(op, output, "output");
+  check_buffer(op, input, "input");
+  check_dtype(op, output, input, "input");
+  check_reduce(op, output, o.op);
+  if (input.count != output.count * static_cast<size_t>(size())) {
+    bad(op, "input holds " + std::to_string(input.count) + " elements; expected " + std::to_string(size()) + " x " +
+                std::to_string(output.count));
+  }
+  std::vector<Buffer> inputs;
+  for (int q = 0; q < size(); ++q) inputs.push_back(slice(input, static_cast<size_t>(q) * output.count, output.count));
+  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
+                                               const AllToAllOptions& o) {
+  const std::string op = "all_to_all";
+  check_list(op, outputs, "outputs", size());
+  check_list(op, inputs, "inputs", size());
+  for (int q = 0; q < size(); ++q) {
+    check_dtype(op, inputs[0], inputs[q], "inputs[" + std::to_string(q) + "]");
+    check_dtype(op, inputs[0], outputs[q], "outputs[" + std::to_string(q) + "]");
+  }
+  if (outputs[rank_].count != inputs[rank_].count) {
+    bad(op, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
+                "] (what this rank sends itself) differ in length");
+  }
+  return collective(op, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->all_to_all(outputs, inputs, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, const Buffer& input,
+                                                      const std::vector<size_t>& output_split_sizes,
+                                                      const std::vector<size_t>& input_split_sizes,
+                                                      const AllToAllOptions& o) {
+  const std::string op = "all_to_all_single";
+  check_buffer(op, output, "output");
+  check_buffer(op, input, "input");
+  check_dtype(op, input, output, "output");
+  const size_t p = static_cast<size_t>(size());
+  auto splits = [&](const std::vector<size_t>& given, const Buffer& b, const char* name) {
+    if (given.empty()) {
+      if (b.count % p != 0) {
+        bad(op, std::string(name) + " holds " + std::to_string(b.count) + " elements, which do not split evenly over " +
+                    std::to_string(p) + " ranks; give split sizes");
+      }
+      return std::vector<size_t>(p, b.count / p);
+    }
+    if (given.size() != p) {
+      bad(op, std::string(name) + "_split_sizes has " + std::to_string(given.size()) + " entries; the group has " +
+                  std::to_string(p) + " ranks");
+    }
+    size_t sum = std::accumulate(given.begin(), given.end(), size_t{0});
+    if (sum != b.count) {
+      bad(op, std::string(name) + "_split_sizes add up to " + std::to_string(sum) + " but " + name + " holds " +
+                  std::to_string(b.count) + " elements");
+    }
+    return given;
+  };
+  std::vector<size_t> out_sizes = splits(output_split_sizes, output, "output");
+  std::vector<size_t> in_sizes = splits(input_split_sizes, input, "input");
+  if (out_sizes[rank_] != in_sizes[rank_]) {
+    bad(op, "this rank sends itself " + std::to_string(in_sizes[rank_]) + " elements but expects " +
+                std::to_string(out_sizes[rank_]));
+  }
+  std::vector<Buffer> outputs, inputs;
+  size_t out_off = 0, in_off = 0;
+  for (size_t q = 0; q < p; ++q) {
+    outputs.push_back(slice(output, out_off, out_sizes[q]));
+    inputs.push_back(slice(input, in_off, in_sizes[q]));
+    out_off += out_sizes[q];
+    in_off += in_sizes[q];
+  }
+  return collective(op, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+    fail_on(backend_->all_to_all(outputs, inputs, c), e);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
+  return collective("barrier", o, [this](const OpContext& c, std::exception_ptr* e) { fail_on(backend_->barrier(c), e); });
+}
+
+std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2POptions& o) {
+  const std::string op = "send";
+  check_buffer(op, buffer, "buffer");
+  check_rank(dst, "send dst");
+  if (dst == rank_) bad(op, "dst is this rank (" + std::to_string(dst) + "); a rank cannot send to itself");
+  return enqueue(op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), o,
+                 [this, buffer, dst, o](Work& work, const OpContext& c) {
+                   auto keep = work.shared_from_this();
+                   backend_->post_send(buffer, dst, o.tag, c, [this, keep, what = c.what](const Status& st, int) {
+                     std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+                     if (error) mark_broken(error, *what);
+                     keep->complete(error);
+                   });
+                 });
+}
+
+std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2POptions& o) {
+  const std::string op = "recv";
+  check_buffer(op, buffer, "buffer");
+  if (src != kAnySourceRank) {
+    check_rank(src, "recv src");
+    if (src == rank_) bad(op, "src is this rank (" + std::to_string(src) + "); a rank cannot receive from itself");
+  }
+  const std::string from = src == kAnySourceRank ? "any rank" : std::to_string(src);
+  return enqueue(op + " from " + from + " tag " + std::to_string(o.tag), o,
+                 [this, buffer, src, o](Work& work, const OpContext& c) {
+                   auto keep = work.shared_from_this();
+                   backend_->post_recv(buffer, src, o.tag, c, [this, keep, what = c.what](const Status& st, int source) {
+                     std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+                     if (error) mark_broken(error, *what);
+                     keep->complete(error, source);
+                   });
+                 });
+}
+
+std::shared_ptr<Work> ProcessGroup::isend(const Buffer& buffer, int dst, int tag) {
+  P2POptions o;
+  o.tag = tag;
+  o.async_op = true;
+  return send(buffer, dst, o);
+}
+
+std::shared_ptr<Work> ProcessGroup::irecv(const Buffer& buffer, int src, int tag) {
+  P2POptions o;
+  o.tag = tag;
+  o.async_op = true;
+  return recv(buffer, src, o);
+}
+
+std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
+  if (ops.empty()) throw InvalidArgument("batch_isend_irecv: the list of operations is empty");
+  std::vector<std::shared_ptr<Work>> works;
+  // Each is posted without waiting, in order, on the one worker: they are
+  // all in flight together, so their order cannot deadlock.
+  for (const P2POp& p : ops) {
+    works.push_back(p.kind == P2POp::kSend ? isend(p.buffer, p.peer, p.tag) : irecv(p.buffer, p.peer, p.tag));
+  }
+  return works;
+}
+
+}  // namespace cohort

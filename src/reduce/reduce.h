@@ -1,0 +1,28 @@
+// reduce.h: element-wise reduction kernels, every dtype x op.
+//
+// reduce_into combines a received block into an accumulator: dst = op(dst,
+// src). AVG and PREMUL_SUM reduce as SUM; the collective scales before or
+// after (see docs/collectives.md). Integer sums and products wrap like
+// two's-complement hardware (as torch's do); float16 and bfloat16 are
+// computed in float32 and rounded back. Bool treats SUM/MAX/BOR as OR and
+// PRODUCT/MIN/BAND as AND.
+#pragma once
+
+#include <cstddef>
+
+#include "cohort/types.h"
+#include "common/status.h"
+
+namespace cohort {
+
+// check_reduce_op fails with kInvalidArgument when `op` is not defined for
+// `dtype`: bitwise ops on floating types, AVG and PREMUL_SUM on integers.
+Status check_reduce_op(DType dtype, ReduceOp op);
+
+// reduce_into sets dst[i] = op(dst[i], src[i]) for i < count.
+void reduce_into(DType dtype, ReduceOp::Kind op, void* dst, const void* src, size_t count);
+
+// scale multiplies every element by `factor` (floating dtypes only).
+void scale(DType dtype, void* data, size_t count, double factor);
+
+}  // namespace cohort

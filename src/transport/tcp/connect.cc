@@ -1,0 +1,197 @@
+#include "transport/tcp/connect.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "cohort/errors.h"
+#include "common/byte_codec.h"
+#include "common/config_registry.h"
+#include "common/logging.h"
+
+namespace cohort::tcp {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4c454843;  // "CHEL"
+
+std::string addr_key(int rank) { return "tcp/addr/" + std::to_string(rank); }
+
+std::string sockaddr_host(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = "";
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  } else if (sa->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+
+Result<std::string> interface_address(const std::string& ifname) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return network_error(std::string("getifaddrs: ") + std::strerror(errno));
+  std::string v4, v6;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || ifname != i->ifa_name) continue;
+    if (i->ifa_addr->sa_family == AF_INET && v4.empty()) v4 = sockaddr_host(i->ifa_addr);
+    if (i->ifa_addr->sa_family == AF_INET6 && v6.empty()) v6 = sockaddr_host(i->ifa_addr);
+  }
+  freeifaddrs(list);
+  if (!v4.empty()) return v4;
+  if (!v6.empty()) return v6;
+  return invalid_argument("COHORT_SOCKET_IFNAME is '" + ifname + "', but no interface of that name has an address");
+}
+
+// route_source asks the kernel which source address it would use to reach
+// `host` (a UDP connect sends nothing).
+Result<std::string> route_source(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), "9", &hints, &res);
+  if (rc != 0) return network_error("cannot resolve '" + host + "': " + gai_strerror(rc));
+  std::string out;
+  for (addrinfo* ai = res; ai && out.empty(); ai = ai->ai_next) {
+    Socket s(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!s.valid() || ::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) continue;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (getsockname(s.fd(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      out = sockaddr_host(reinterpret_cast<sockaddr*>(&ss));
+    }
+  }
+  freeaddrinfo(res);
+  if (out.empty()) return network_error("no route to '" + host + "'");
+  return out;
+}
+
+Result<int> accept_one(int listener, Deadline deadline) {
+  for (;;) {
+    int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return network_error(std::string("accept: ") + std::strerror(errno));
+    pollfd p{listener, POLLIN, 0};
+    int rc = ::poll(&p, 1, deadline.poll_timeout_ms());
+    if (rc == 0) return timeout_error("timed out accepting connections");
+  }
+}
+
+Status read_full(int fd, void* data, size_t n, Deadline deadline) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    auto got = recv_some(fd, p, n, deadline);
+    if (!got.ok()) return got.status();
+    p += got.value();
+    n -= got.value();
+  }
+  return Status::ok_status();
+}
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+Result<std::string> local_address(const std::string& peer_host) {
+  std::string ifname = config_string(knobs::kSocketIfname);
+  if (!ifname.empty()) return interface_address(ifname);
+  if (peer_host.empty()) return std::string("127.0.0.1");
+  return route_source(peer_host);
+}
+
+Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int size, const std::string& address,
+                                                   Deadline deadline) {
+  auto listener = listen_tcp(address, 0);
+  if (!listener.ok()) return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
+  const std::string mine = format_address(address, local_port(listener.value().fd()));
+  store.set(addr_key(rank), to_bytes(mine));
+
+  // Wait for every address, in one store call.
+  std::vector<std::string> keys;
+  for (int q = 0; q < size; ++q) keys.push_back(addr_key(q));
+  std::vector<Bytes> addresses;
+  auto remaining = deadline.is_never() ? kNoTimeout : std::max(std::chrono::milliseconds(1), deadline.remaining());
+  try {
+    store.wait(keys, remaining);
+    addresses = store.multi_get(keys);
+  } catch (const TimeoutError&) {
+    std::vector<int> missing;
+    for (int q = 0; q < size; ++q) {
+      if (!store.check({addr_key(q)})) missing.push_back(q);
+    }
+    return timeout_error("ranks " + list_ranks(missing) + " never arrived (waited " +
+                         std::to_string(remaining.count()) + " ms for " + std::to_string(size) + " ranks)");
+  }
+
+  std::vector<Socket> sockets(static_cast<size_t>(size));
+  std::vector<std::string> names(static_cast<size_t>(size));
+  for (int q = 0; q < size; ++q) names[q] = to_string(addresses[q]);
+
+  // Connect to every lower rank and say who we are.
+  for (int q = 0; q < rank; ++q) {
+    const std::string& a = names[q];
+    auto colon = a.rfind(':');
+    std::string host = a.substr(0, colon);
+    if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
+    auto s = connect_tcp(host, static_cast<uint16_t>(std::stoi(a.substr(colon + 1))), deadline);
+    if (!s.ok()) return s.status().with_context("rank " + std::to_string(rank) + " connecting to rank " + std::to_string(q));
+    std::vector<uint8_t> hello;
+    ByteWriter w(&hello);
+    w.u32(kHelloMagic);
+    w.u32(static_cast<uint32_t>(rank));
+    w.u32(static_cast<uint32_t>(size));
+    Status st = send_all(s.value().fd(), hello.data(), hello.size(), deadline);
+    if (!st.ok()) return st;
+    sockets[q] = std::move(s.value());
+  }
+  // Accept one connection from every higher rank.
+  std::vector<bool> have(static_cast<size_t>(size), false);
+  for (int accepted = 0; accepted < size - 1 - rank; ++accepted) {
+    auto fd = accept_one(listener.value().fd(), deadline);
+    if (!fd.ok()) {
+      std::vector<int> missing;
+      for (int q = rank + 1; q < size; ++q) {
+        if (!have[q]) missing.push_back(q);
+      }
+      return timeout_error("rank " + std::to_string(rank) + ": ranks " + list_ranks(missing) + " never connected");
+    }
+    Socket s(fd.value());
+    uint8_t hello[12];
+    Status st = read_full(s.fd(), hello, sizeof hello, deadline);
+    if (!st.ok()) return st;
+    ByteReader r(hello, sizeof hello);
+    uint32_t magic, peer, peer_size;
+    r.u32(&magic);
+    r.u32(&peer);
+    r.u32(&peer_size);
+    if (magic != kHelloMagic || peer_size != static_cast<uint32_t>(size) || peer <= static_cast<uint32_t>(rank) ||
+        peer >= static_cast<uint32_t>(size) || have[peer]) {
+      COHORT_LOG(kWarning) << "rank " << rank << ": ignoring a connection that is not a peer of this group";
+      --accepted;
+      continue;
+    }
+    int one = 1;
+    setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    have[peer] = true;
+    sockets[peer] = std::move(s);
+  }
+  for (auto& s : sockets) {
+    if (s.valid()) set_nonblocking(s.fd(), true);
+  }
+  COHORT_LOG(kDebug) << "rank " << rank << " connected to " << size - 1 << " peers over TCP from " << mine;
+  return std::make_unique<TcpTransport>(rank, size, std::move(sockets), std::move(names));
+}
+
+}  // namespace cohort::tcp

@@ -1,0 +1,32 @@
+// connect.h (tcp): building a group's full mesh of connections via a store.
+//
+// Every rank listens on an address of its own (see local_address), publishes
+// it under "tcp/addr/<rank>", and waits for everyone's. Then each rank
+// connects to every lower rank (sending a hello with its rank) and accepts
+// one connection from every higher rank. The listen backlog holds
+// connections until they are accepted, so this order cannot deadlock.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cohort/store.h"
+#include "common/deadline.h"
+#include "transport/tcp/transport.h"
+
+namespace cohort::tcp {
+
+// local_address picks the address to listen on and publish:
+// COHORT_SOCKET_IFNAME's address when set; else the source address of the
+// route to `peer_host` (MASTER_ADDR), so that a multi-host job does not
+// publish loopback by accident; else 127.0.0.1 when there is no peer host.
+Result<std::string> local_address(const std::string& peer_host);
+
+// connect_mesh connects `rank` to every other rank of a group of `size`
+// through `store` (already namespaced for the group). Fails with kTimeout
+// listing the ranks that never published an address, or that never
+// connected, by `deadline`.
+Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int size,
+                                                   const std::string& address, Deadline deadline);
+
+}  // namespace cohort::tcp

@@ -1,0 +1,415 @@
+#include "transport/tcp/transport.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/config_registry.h"
+#include "common/logging.h"
+#include "common/spin.h"
+
+namespace cohort::tcp {
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x31544843;  // "CHT1"
+
+Status desync(std::string m) { return Status(StatusCode::kDesync, std::move(m)); }
+
+std::string describe_tag(uint32_t kind, uint64_t tag) {
+  if (kind == static_cast<uint32_t>(MessageKind::kCollective)) {
+    return "collective #" + std::to_string(tag >> 24) + " step " + std::to_string(tag & 0xFFFFFF);
+  }
+  return "point-to-point tag " + std::to_string(static_cast<int64_t>(tag));
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(int rank, int size, std::vector<Socket> sockets, std::vector<std::string> addresses)
+    : rank_(rank), size_(size), peers_(static_cast<size_t>(size)) {
+  for (int q = 0; q < size; ++q) {
+    peers_[q].socket = std::move(sockets[q]);
+    peers_[q].address = addresses[q];
+  }
+  spin_us_ = static_cast<size_t>(std::max<int64_t>(0, config_int(knobs::kTcpSpinUs)));
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+TcpTransport::~TcpTransport() {
+  fail(Status(StatusCode::kNetworkError, "the transport was destroyed with requests pending"));
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+std::string TcpTransport::peer_name(int peer) const {
+  if (peer < 0 || peer >= size_) return "rank " + std::to_string(peer);
+  return "rank " + std::to_string(peer) + " (" + peers_[peer].address + ")";
+}
+
+void TcpTransport::wake() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+void TcpTransport::interrupt(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(interrupt_mu_);
+    if (interrupted_) return;
+    interrupt_reason_ = reason;
+    interrupted_ = true;
+  }
+  wake();
+}
+
+bool TcpTransport::has_pending() const { return pending_ > 0; }
+
+void TcpTransport::fail(const Status& status) {
+  if (failed_.ok()) failed_ = status;
+  // Complete everything still pending, exactly once each.
+  auto recvs = std::move(recvs_);
+  recvs_.clear();
+  for (auto& r : recvs) r->done(failed_, -1);
+  for (auto& p : peers_) {
+    if (p.body_recv) {
+      auto r = std::move(p.body_recv);
+      r->done(failed_, -1);
+    }
+    auto sends = std::move(p.sends);
+    p.sends.clear();
+    for (auto& s : sends) s.done(failed_, -1);
+  }
+  pending_ = 0;
+}
+
+Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
+  *matched = false;
+  RecvRequest& r = pr->request;
+  for (int q = 0; q < size_; ++q) {
+    if (r.peer != kAnySource && r.peer != q) continue;
+    auto& queue = peers_[q].unexpected;
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      if (it->kind != r.kind) continue;
+      if (it->tag != r.tag) {
+        if (r.kind == MessageKind::kCollective) {
+          return desync(peer_name(q) + " sent " + describe_tag(static_cast<uint32_t>(it->kind), it->tag) +
+                        " while this rank expected " + describe_tag(static_cast<uint32_t>(r.kind), r.tag) +
+                        " in " + *pr->what + ": the ranks called different collectives (or in another order)");
+        }
+        continue;
+      }
+      if (it->data.size() != r.bytes) {
+        return desync(peer_name(q) + " sent " + std::to_string(it->data.size()) + " bytes but this rank expected " +
+                      std::to_string(r.bytes) + " in " + *pr->what + " (" +
+                      describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
+      }
+      if (r.bytes) std::memcpy(r.data, it->data.data(), r.bytes);
+      queue.erase(it);
+      *matched = true;
+      r.source = q;
+      return Status::ok_status();
+    }
+  }
+  return Status::ok_status();
+}
+
+void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what, Completion done) {
+  if (!failed_.ok()) return done(failed_, -1);
+  auto pr = std::make_unique<PostedRecv>(PostedRecv{recv, deadline, what, std::move(done)});
+  bool matched = false;
+  Status st = take_unexpected(pr.get(), &matched);
+  if (!st.ok()) {
+    pr->done(st, -1);
+    return fail(st);
+  }
+  if (matched) return pr->done(Status::ok_status(), pr->request.source);
+  ++pending_;
+  recvs_.push_back(std::move(pr));
+}
+
+void TcpTransport::post_send(const SendRequest& send, Deadline deadline, const std::string* what, Completion done) {
+  if (!failed_.ok()) return done(failed_, -1);
+  OutgoingSend out{Header{kFrameMagic, static_cast<uint32_t>(send.kind), send.tag, send.bytes},
+                   static_cast<const uint8_t*>(send.data),
+                   send.bytes,
+                   0,
+                   deadline,
+                   what,
+                   std::move(done)};
+  peers_[send.peer].sends.push_back(std::move(out));
+  ++pending_;
+  // Try at once: most sends fit in the socket buffer and finish here.
+  if (peers_[send.peer].sends.size() == 1) {
+    Status st = write_to(send.peer);
+    if (!st.ok()) fail(st);
+  }
+}
+
+Status TcpTransport::start_body(int q) {
+  Peer& p = peers_[q];
+  const Header& h = p.header;
+  if (h.magic != kFrameMagic) {
+    return desync("received a corrupt frame from " + peer_name(q) + " (bad magic)");
+  }
+  auto match = recvs_.end();
+  for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
+    const RecvRequest& r = (*it)->request;
+    if (static_cast<uint32_t>(r.kind) != h.kind) continue;
+    if (r.peer != q && r.peer != kAnySource) continue;
+    if (r.tag == h.tag) {
+      match = it;
+      break;
+    }
+    if (r.kind == MessageKind::kCollective && r.peer == q) {
+      // Messages between two ranks keep their order, so a collective
+      // message with another tag means the ranks run different collectives.
+      return desync(peer_name(q) + " sent " + describe_tag(h.kind, h.tag) + " while this rank expected " +
+                    describe_tag(h.kind, r.tag) + " in " + *(*it)->what +
+                    ": the ranks called different collectives (or in another order)");
+    }
+  }
+  if (match != recvs_.end() && (*match)->request.bytes != h.bytes) {
+    return desync(peer_name(q) + " sent " + std::to_string(h.bytes) + " bytes but this rank expected " +
+                  std::to_string((*match)->request.bytes) + " in " + *(*match)->what + " (" +
+                  describe_tag(h.kind, h.tag) + "): sizes differ between ranks");
+  }
+  p.in_body = true;
+  p.body_got = 0;
+  if (match != recvs_.end()) {
+    p.body_recv = std::move(*match);
+    recvs_.erase(match);
+    p.body = static_cast<uint8_t*>(p.body_recv->request.data);
+  } else {
+    p.body_unexpected = std::make_unique<Unexpected>();
+    p.body_unexpected->kind = static_cast<MessageKind>(h.kind);
+    p.body_unexpected->tag = h.tag;
+    p.body_unexpected->data.resize(h.bytes);
+    p.body = p.body_unexpected->data.data();
+  }
+  if (h.bytes == 0) finish_body(q);
+  return Status::ok_status();
+}
+
+void TcpTransport::finish_body(int q) {
+  Peer& p = peers_[q];
+  p.in_body = false;
+  p.header_got = 0;
+  if (p.body_recv) {
+    auto r = std::move(p.body_recv);
+    --pending_;
+    r->done(Status::ok_status(), q);
+  } else {
+    p.unexpected.push_back(std::move(*p.body_unexpected));
+    p.body_unexpected.reset();
+  }
+}
+
+Status TcpTransport::read_from(int q) {
+  Peer& p = peers_[q];
+  for (;;) {
+    void* dst;
+    size_t want;
+    if (!p.in_body) {
+      dst = reinterpret_cast<uint8_t*>(&p.header) + p.header_got;
+      want = sizeof(Header) - p.header_got;
+    } else {
+      dst = p.body + p.body_got;
+      want = p.header.bytes - p.body_got;
+    }
+    ssize_t n = ::recv(p.socket.fd(), dst, want, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
+      return network_error(peer_name(q) + " is gone: receiving failed with " + std::strerror(errno) +
+                           " (the peer process probably died)");
+    }
+    if (n == 0) {
+      return network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)");
+    }
+    if (!p.in_body) {
+      p.header_got += static_cast<size_t>(n);
+      if (p.header_got < sizeof(Header)) continue;
+      Status st = start_body(q);
+      if (!st.ok()) return st;
+    } else {
+      p.body_got += static_cast<size_t>(n);
+      if (p.body_got == p.header.bytes) finish_body(q);
+    }
+  }
+}
+
+Status TcpTransport::write_to(int q) {
+  Peer& p = peers_[q];
+  while (!p.sends.empty()) {
+    OutgoingSend& s = p.sends.front();
+    iovec iov[2];
+    size_t n_iov = 0;
+    const size_t header_bytes = sizeof(Header);
+    if (s.sent < header_bytes) {
+      iov[n_iov++] = {reinterpret_cast<uint8_t*>(&s.header) + s.sent, header_bytes - s.sent};
+      if (s.bytes) iov[n_iov++] = {const_cast<uint8_t*>(s.data), s.bytes};
+    } else {
+      size_t off = s.sent - header_bytes;
+      iov[n_iov++] = {const_cast<uint8_t*>(s.data) + off, s.bytes - off};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n_iov;
+    ssize_t n = ::sendmsg(p.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
+      return network_error(peer_name(q) + " is gone: sending failed with " + std::strerror(errno) +
+                           " (the peer process probably died)");
+    }
+    s.sent += static_cast<size_t>(n);
+    if (s.sent == header_bytes + s.bytes) {
+      Completion done = std::move(s.done);
+      p.sends.pop_front();
+      --pending_;
+      done(Status::ok_status(), -1);
+    }
+  }
+  return Status::ok_status();
+}
+
+Deadline TcpTransport::earliest_deadline() const {
+  Deadline d = Deadline::never();
+  for (const auto& r : recvs_) d = Deadline::sooner(d, r->deadline);
+  for (const auto& p : peers_) {
+    if (p.body_recv) d = Deadline::sooner(d, p.body_recv->deadline);
+    for (const auto& s : p.sends) d = Deadline::sooner(d, s.deadline);
+  }
+  return d;
+}
+
+std::string TcpTransport::owed_peers() const {
+  std::vector<int> from, to;
+  for (const auto& r : recvs_) from.push_back(r->request.peer);
+  for (int q = 0; q < size_; ++q) {
+    if (!peers_[q].sends.empty()) to.push_back(q);
+    if (peers_[q].body_recv) from.push_back(q);
+  }
+  auto list = [](std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      s += (i ? ", " : "") + (v[i] == kAnySource ? std::string("any") : std::to_string(v[i]));
+    }
+    return s + "]";
+  };
+  std::string out;
+  if (!from.empty()) out += "still waiting to receive from ranks " + list(from);
+  if (!to.empty()) out += std::string(out.empty() ? "" : "; ") + "still sending to ranks " + list(to);
+  return out;
+}
+
+// expire fails the transport when a request passed its deadline: its
+// stream position is then unknown, so the group cannot go on.
+void TcpTransport::expire(Clock::time_point now) {
+  const std::string* what = nullptr;
+  for (const auto& r : recvs_) {
+    if (!r->deadline.is_never() && r->deadline.when() <= now) what = r->what;
+  }
+  for (const auto& p : peers_) {
+    if (p.body_recv && !p.body_recv->deadline.is_never() && p.body_recv->deadline.when() <= now) what = p.body_recv->what;
+    for (const auto& s : p.sends) {
+      if (!s.deadline.is_never() && s.deadline.when() <= now) what = s.what;
+    }
+  }
+  if (what) fail(timeout_error(*what + " timed out: " + owed_peers()));
+}
+
+template <class Finished>
+bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
+  SpinPermit permit;
+  const auto spin_until = Clock::now() + std::chrono::microseconds(permit.granted() ? spin_us_ : 0);
+  std::vector<pollfd> fds(static_cast<size_t>(size_) + 1);
+  for (;;) {
+    if (finished()) return true;
+    if (!failed_.ok()) return true;
+    size_t n = 0;
+    for (int q = 0; q < size_; ++q) {
+      if (!peers_[q].socket.valid()) continue;
+      short events = POLLIN;
+      if (!peers_[q].sends.empty()) events |= POLLOUT;
+      fds[n++] = pollfd{peers_[q].socket.fd(), events, 0};
+    }
+    fds[n++] = pollfd{wake_fd_, POLLIN, 0};
+    const Deadline next = Deadline::sooner(until, earliest_deadline());
+    const int timeout = Clock::now() < spin_until ? 0 : next.poll_timeout_ms();
+    int rc = ::poll(fds.data(), n, timeout);
+    if (rc < 0 && errno != EINTR) {
+      fail(network_error(std::string("poll failed: ") + std::strerror(errno)));
+      continue;
+    }
+    if (rc > 0 && fds[n - 1].revents) {
+      uint64_t count;
+      ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
+      (void)ignored;
+      if (interrupted_.load()) {
+        Status reason;
+        {
+          std::lock_guard<std::mutex> lock(interrupt_mu_);
+          reason = interrupt_reason_;
+        }
+        fail(reason);
+        continue;
+      }
+      if (stop_on_wake) return false;
+    }
+    if (rc > 0) {
+      size_t i = 0;
+      for (int q = 0; q < size_ && failed_.ok(); ++q) {
+        if (!peers_[q].socket.valid()) continue;
+        short re = fds[i++].revents;
+        Status st;
+        if (re & POLLOUT) st = write_to(q);
+        if (st.ok() && (re & (POLLIN | POLLERR | POLLHUP))) st = read_from(q);
+        if (!st.ok()) fail(st);
+      }
+    }
+    auto now = Clock::now();
+    if (earliest_deadline().when() <= now) expire(now);
+    if (finished()) return true;
+    if (until.when() <= now && !until.is_never()) return false;
+  }
+}
+
+Status TcpTransport::exchange(SendRequest* sends, size_t num_sends, RecvRequest* recvs, size_t num_recvs,
+                              Deadline deadline, const std::string& what) {
+  if (interrupted_.load() && failed_.ok()) {
+    std::lock_guard<std::mutex> lock(interrupt_mu_);
+    failed_ = interrupt_reason_;
+  }
+  if (!failed_.ok()) return failed_;
+  size_t remaining = num_sends + num_recvs;
+  Status first_error;
+  for (size_t i = 0; i < num_recvs; ++i) {
+    RecvRequest* out = &recvs[i];
+    post_recv(recvs[i], deadline, &what, [&remaining, &first_error, out](const Status& st, int source) {
+      --remaining;
+      if (!st.ok() && first_error.ok()) first_error = st;
+      out->source = source;
+    });
+  }
+  for (size_t i = 0; i < num_sends; ++i) {
+    post_send(sends[i], deadline, &what, [&remaining, &first_error](const Status& st, int) {
+      --remaining;
+      if (!st.ok() && first_error.ok()) first_error = st;
+    });
+  }
+  drive([&] { return remaining == 0; }, Deadline::never(), false);
+  return first_error;
+}
+
+void TcpTransport::progress(Deadline until) {
+  drive([&] { return pending_ == 0; }, until, true);
+}
+
+}  // namespace cohort::tcp

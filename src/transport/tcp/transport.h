@@ -1,0 +1,119 @@
+// transport.h (tcp): the Transport over one TCP connection per peer.
+//
+// Framing: a 24-byte header (magic, kind, tag, length) then the payload.
+// Payloads go from the sender's buffer (sendmsg) straight into the posted
+// receive buffer when one matches; only messages that arrive before their
+// receive is posted are copied (into a queue of unexpected messages).
+// Driven by one thread at a time (the group's worker); wake() and
+// interrupt() may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/socket.h"
+#include "transport/transport.h"
+
+namespace cohort::tcp {
+
+class TcpTransport : public Transport {
+ public:
+  // `sockets[q]` is connected to peer q (invalid for this rank's own slot);
+  // `addresses[q]` describes it for messages.
+  TcpTransport(int rank, int size, std::vector<Socket> sockets, std::vector<std::string> addresses);
+  ~TcpTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status exchange(SendRequest* sends, size_t num_sends, RecvRequest* recvs, size_t num_recvs, Deadline deadline,
+                  const std::string& what) override;
+  void post_send(const SendRequest& send, Deadline deadline, const std::string* what, Completion done) override;
+  void post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what, Completion done) override;
+  bool has_pending() const override;
+  void progress(Deadline until) override;
+  void wake() override;
+  void interrupt(const Status& reason) override;
+  std::string peer_name(int peer) const override;
+
+ private:
+  struct Header {
+    uint32_t magic;
+    uint32_t kind;
+    uint64_t tag;
+    uint64_t bytes;
+  };
+  static_assert(sizeof(Header) == 24, "the header is sent as it is laid out");
+
+  struct Unexpected {
+    MessageKind kind;
+    uint64_t tag;
+    std::vector<uint8_t> data;
+  };
+
+  struct PostedRecv {
+    RecvRequest request;
+    Deadline deadline;
+    const std::string* what;
+    Completion done;
+  };
+
+  struct OutgoingSend {
+    Header header;
+    const uint8_t* data;
+    size_t bytes;
+    size_t sent;  // of header + payload
+    Deadline deadline;
+    const std::string* what;
+    Completion done;
+  };
+
+  struct Peer {
+    Socket socket;
+    std::string address;
+    // Receiving: the header being read, then the payload being read into
+    // either a posted receive or an unexpected message.
+    Header header{};
+    size_t header_got = 0;
+    bool in_body = false;
+    uint8_t* body = nullptr;
+    size_t body_got = 0;
+    std::unique_ptr<PostedRecv> body_recv;
+    std::unique_ptr<Unexpected> body_unexpected;
+    std::deque<Unexpected> unexpected;
+    std::deque<OutgoingSend> sends;  // in order
+  };
+
+  // drive runs the I/O loop until `finished()` is true, `until` passes or a
+  // wake-up arrives; returns false when woken or out of time.
+  template <class Finished>
+  bool drive(Finished finished, Deadline until, bool stop_on_wake);
+
+  Status read_from(int peer);
+  Status start_body(int peer);
+  void finish_body(int peer);
+  Status write_to(int peer);
+  Status take_unexpected(PostedRecv* recv, bool* matched);
+  void expire(Clock::time_point now);
+  void fail(const Status& status);
+  Deadline earliest_deadline() const;
+  std::string owed_peers() const;
+
+  const int rank_;
+  const int size_;
+  std::vector<Peer> peers_;
+  std::list<std::unique_ptr<PostedRecv>> recvs_;  // posted, not yet matched, in posting order
+  size_t pending_ = 0;                            // posted requests not yet completed
+  size_t spin_us_ = 0;
+  int wake_fd_ = -1;  // eventfd written by wake() and interrupt()
+  Status failed_;  // once set, every request fails with it
+
+  std::mutex interrupt_mu_;
+  Status interrupt_reason_;  // guarded by interrupt_mu_
+  std::atomic<bool> interrupted_{false};
+};
+
+}  // namespace cohort::tcp

@@ -1,0 +1,89 @@
+// transport.h: moving tagged byte ranges between the ranks of one group.
+//
+// Algorithms talk only to this interface (never to a socket): they post a
+// batch of sends and receives and wait for the batch to finish. Messages
+// between two ranks arrive in the order they were sent. While waiting, a
+// transport keeps reading whatever any peer sends (keeping unmatched
+// messages aside), so two ranks that both send large messages to each other
+// never deadlock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace cohort {
+
+// MessageKind keeps collective traffic and users' point-to-point messages
+// apart: a user's tag can never match a collective's.
+enum class MessageKind : uint32_t { kCollective = 1, kPointToPoint = 2 };
+
+constexpr int kAnySource = -1;
+
+struct SendRequest {
+  int peer;
+  MessageKind kind;
+  uint64_t tag;
+  const void* data;
+  size_t bytes;
+};
+
+struct RecvRequest {
+  int peer;  // or kAnySource (point-to-point only)
+  MessageKind kind;
+  uint64_t tag;
+  void* data;
+  size_t bytes;          // the message must be exactly this long
+  int source = -1;       // filled in: who sent it
+};
+
+// Completion is called exactly once when a posted request finishes: with ok
+// and the sending peer (receives), or with the error that ended it.
+using Completion = std::function<void(const Status& status, int source)>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // exchange posts every send and receive and returns when all completed,
+  // or with an error naming the peer: kNetworkError when a peer's
+  // connection dropped (with any peer: the group is then unusable),
+  // kTimeout at `deadline` naming the peers still owed, kDesync when a
+  // peer's message does not match what was expected (tag or size).
+  // `what` names the operation for those messages ("all_reduce #5").
+  virtual Status exchange(SendRequest* sends, size_t num_sends, RecvRequest* recvs, size_t num_recvs,
+                          Deadline deadline, const std::string& what) = 0;
+
+  // post_send and post_recv start a request that completes later, during
+  // exchange() or progress(), by calling `done` on the thread driving the
+  // transport. The data must stay valid until then. `what` must outlive the
+  // request. This is how isend/irecv never block the group's other work.
+  virtual void post_send(const SendRequest& send, Deadline deadline, const std::string* what, Completion done) = 0;
+  virtual void post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what, Completion done) = 0;
+
+  // has_pending is true while a posted request has not completed.
+  virtual bool has_pending() const = 0;
+
+  // progress drives posted requests until `until` passes, wake() is called,
+  // or nothing is pending.
+  virtual void progress(Deadline until) = 0;
+
+  // wake makes a running progress() return. Thread-safe.
+  virtual void wake() = 0;
+
+  // interrupt fails every pending and later request at once with `reason`
+  // (abort). Thread-safe.
+  virtual void interrupt(const Status& reason) = 0;
+
+  // peer_name describes a peer for messages: "rank 3 (10.0.0.3:4711)".
+  virtual std::string peer_name(int peer) const = 0;
+};
+
+}  // namespace cohort
