@@ -93,7 +93,8 @@ class ProcessGroup {
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   std::string backend_name() const;
-  // sequence_number is how many operations were issued on this group.
+  // sequence_number is how many collectives were issued on this group (the
+  // same on every rank when they agree; point-to-point is counted apart).
   uint64_t sequence_number() const { return sequence_.load(); }
 
   std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& options = {});
@@ -145,7 +146,7 @@ class ProcessGroup {
   // enqueue numbers an operation and queues `run` for the worker; waits
   // for it unless options.async_op.
   std::shared_ptr<Work> enqueue(const std::string& op, const CollectiveOptions& options,
-                                std::function<void(Work&, const OpContext&)> run);
+                                std::function<void(Work&, const OpContext&)> run, bool is_collective);
   // collective enqueues a backend call that returns a Status.
   std::shared_ptr<Work> collective(const std::string& op, const CollectiveOptions& options,
                                    std::function<void(const OpContext&, std::exception_ptr*)> run);
@@ -158,7 +159,8 @@ class ProcessGroup {
   const std::vector<int> global_ranks_;
   const std::string name_;
   const std::chrono::milliseconds timeout_;
-  std::atomic<uint64_t> sequence_{0};
+  std::atomic<uint64_t> sequence_{0};      // collectives
+  std::atomic<uint64_t> p2p_sequence_{0};  // sends and receives
 
   std::mutex mu_;
   std::condition_variable cv_;

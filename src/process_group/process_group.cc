@@ -89,9 +89,12 @@ void ProcessGroup::worker_loop() {
 }
 
 std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const CollectiveOptions& options,
-                                            std::function<void(Work&, const OpContext&)> run) {
-  const uint64_t seq = ++sequence_;
-  auto what = std::make_shared<std::string>(op + " #" + std::to_string(seq) + " of group " + name_);
+                                            std::function<void(Work&, const OpContext&)> run, bool is_collective) {
+  // Collectives are numbered alike on every rank (their messages carry the
+  // number); point-to-point calls need not match up, so they count apart.
+  const uint64_t seq = is_collective ? ++sequence_ : ++p2p_sequence_;
+  auto what = std::make_shared<std::string>(op + (is_collective ? " #" : " (p2p #") + std::to_string(seq) +
+                                            (is_collective ? "" : ")") + " of group " + name_);
   auto work = std::make_shared<Work>(*what);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : timeout_;
   // The deadline counts from the call, not from when the worker gets to it.
@@ -117,7 +120,7 @@ std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const Coll
     run(context, &error);
     if (error) mark_broken(error, *context.what);
     work.complete(error);
-  });
+  }, true);
 }
 
 // mark_broken makes the group refuse new work after `what` failed: its

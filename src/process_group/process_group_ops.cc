@@ -271,7 +271,8 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
                      if (error) mark_broken(error, *what);
                      keep->complete(error);
                    });
-                 });
+                 },
+                 false);
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2POptions& o) {
@@ -290,7 +291,8 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
                      if (error) mark_broken(error, *what);
                      keep->complete(error, source);
                    });
-                 });
+                 },
+                 false);
 }
 
 std::shared_ptr<Work> ProcessGroup::isend(const Buffer& buffer, int dst, int tag) {

@@ -69,7 +69,14 @@ void TcpTransport::interrupt(const Status& reason) {
 bool TcpTransport::has_pending() const { return pending_ > 0; }
 
 void TcpTransport::fail(const Status& status) {
-  if (failed_.ok()) failed_ = status;
+  if (failed_.ok()) {
+    failed_ = status;
+    // Drop every connection, so that the other ranks fail at once too
+    // instead of waiting for their timeout.
+    for (auto& p : peers_) {
+      if (p.socket.valid()) ::shutdown(p.socket.fd(), SHUT_RDWR);
+    }
+  }
   // Complete everything still pending, exactly once each.
   auto recvs = std::move(recvs_);
   recvs_.clear();
@@ -128,11 +135,44 @@ void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const s
   }
   if (matched) return pr->done(Status::ok_status(), pr->request.source);
   ++pending_;
+  // The message may be arriving right now, into an unexpected buffer (its
+  // header came before this receive was posted): move what came so far into
+  // the receive buffer and let the rest land there directly.
+  for (int q = 0; q < size_; ++q) {
+    Peer& p = peers_[q];
+    if (!p.in_body || !p.body_unexpected) continue;
+    RecvRequest& r = pr->request;
+    if ((r.peer != q && r.peer != kAnySource) || p.body_unexpected->kind != r.kind) continue;
+    if (p.body_unexpected->tag != r.tag) continue;
+    if (p.header.bytes != r.bytes) {
+      Status mismatch = desync(peer_name(q) + " sent " + std::to_string(p.header.bytes) + " bytes but this rank expected " +
+                         std::to_string(r.bytes) + " in " + *pr->what + " (" +
+                         describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
+      recvs_.push_back(std::move(pr));
+      return fail(mismatch);
+    }
+    if (p.body_got) std::memcpy(r.data, p.body_unexpected->data.data(), p.body_got);
+    p.body = static_cast<uint8_t*>(r.data);
+    p.body_unexpected.reset();
+    p.body_recv = std::move(pr);
+    return;
+  }
+  const int from = pr->request.peer;
+  if (from != kAnySource && !peers_[from].closed.ok()) {
+    Status why = peers_[from].closed;
+    recvs_.push_back(std::move(pr));
+    return fail(why);
+  }
   recvs_.push_back(std::move(pr));
 }
 
 void TcpTransport::post_send(const SendRequest& send, Deadline deadline, const std::string* what, Completion done) {
   if (!failed_.ok()) return done(failed_, -1);
+  if (!peers_[send.peer].closed.ok()) {
+    Status why = peers_[send.peer].closed;
+    done(why, -1);
+    return fail(why);
+  }
   OutgoingSend out{Header{kFrameMagic, static_cast<uint32_t>(send.kind), send.tag, send.bytes},
                    static_cast<const uint8_t*>(send.data),
                    send.bytes,
@@ -228,7 +268,10 @@ Status TcpTransport::read_from(int q) {
                            " (the peer process probably died)");
     }
     if (n == 0) {
-      return network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)");
+      Status gone = network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)");
+      if (p.in_body || p.header_got > 0) return gone;  // in the middle of a message
+      peer_closed(q, gone);
+      return Status::ok_status();
     }
     if (!p.in_body) {
       p.header_got += static_cast<size_t>(n);
@@ -240,6 +283,16 @@ Status TcpTransport::read_from(int q) {
       if (p.body_got == p.header.bytes) finish_body(q);
     }
   }
+}
+
+void TcpTransport::peer_closed(int q, Status why) {
+  Peer& p = peers_[q];
+  p.closed = why;
+  bool needed = !p.sends.empty();
+  for (const auto& r : recvs_) {
+    if (r->request.peer == q) needed = true;
+  }
+  if (needed) fail(why);
 }
 
 Status TcpTransport::write_to(int q) {
@@ -330,14 +383,16 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
   SpinPermit permit;
   const auto spin_until = Clock::now() + std::chrono::microseconds(permit.granted() ? spin_us_ : 0);
   std::vector<pollfd> fds(static_cast<size_t>(size_) + 1);
+  std::vector<int> fd_peer(static_cast<size_t>(size_));  // which peer each pollfd is
   for (;;) {
     if (finished()) return true;
     if (!failed_.ok()) return true;
     size_t n = 0;
     for (int q = 0; q < size_; ++q) {
-      if (!peers_[q].socket.valid()) continue;
+      if (!peers_[q].socket.valid() || !peers_[q].closed.ok()) continue;
       short events = POLLIN;
       if (!peers_[q].sends.empty()) events |= POLLOUT;
+      fd_peer[n] = q;
       fds[n++] = pollfd{peers_[q].socket.fd(), events, 0};
     }
     fds[n++] = pollfd{wake_fd_, POLLIN, 0};
@@ -364,10 +419,10 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
       if (stop_on_wake) return false;
     }
     if (rc > 0) {
-      size_t i = 0;
-      for (int q = 0; q < size_ && failed_.ok(); ++q) {
-        if (!peers_[q].socket.valid()) continue;
-        short re = fds[i++].revents;
+      for (size_t i = 0; i + 1 < n && failed_.ok(); ++i) {
+        const int q = fd_peer[i];
+        if (!peers_[q].closed.ok()) continue;
+        short re = fds[i].revents;
         Status st;
         if (re & POLLOUT) st = write_to(q);
         if (st.ok() && (re & (POLLIN | POLLERR | POLLHUP))) st = read_from(q);

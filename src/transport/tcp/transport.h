@@ -85,6 +85,10 @@ class TcpTransport : public Transport {
     std::unique_ptr<Unexpected> body_unexpected;
     std::deque<Unexpected> unexpected;
     std::deque<OutgoingSend> sends;  // in order
+    // Set once the peer closed its end: what it sent before is still
+    // delivered (a peer that finished first may close), but anything that
+    // needs it from now on fails with this.
+    Status closed;
   };
 
   // drive runs the I/O loop until `finished()` is true, `until` passes or a
@@ -93,6 +97,7 @@ class TcpTransport : public Transport {
   bool drive(Finished finished, Deadline until, bool stop_on_wake);
 
   Status read_from(int peer);
+  void peer_closed(int peer, Status why);
   Status start_body(int peer);
   void finish_body(int peer);
   Status write_to(int peer);

@@ -1,0 +1,146 @@
+// reference.h: values each rank contributes, and the results computed
+// locally, independently of cohort's kernels, to check collectives against.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cohort/types.h"
+
+namespace cohort::testing {
+
+// Values are small integers, so that sums and products are exact in every
+// floating dtype (bfloat16 holds integers up to 256 exactly).
+inline double contribution(DType dtype, ReduceOp op, int rank, size_t i) {
+  if (dtype == DType::kBool) return static_cast<double>((rank + i) % 2);
+  switch (op.kind) {
+    case ReduceOp::PRODUCT: return static_cast<double>(1 + (rank + i) % 2);
+    case ReduceOp::BAND:
+    case ReduceOp::BOR:
+    case ReduceOp::BXOR: return static_cast<double>((rank * 37 + i * 11) & 0x7F);
+    case ReduceOp::MIN:
+    case ReduceOp::MAX: return static_cast<double>((rank * 7 + i * 3) % 23);
+    default: return static_cast<double>((rank + i) % 4);
+  }
+}
+
+// Element access through double, whatever the dtype.
+inline double get_value(DType d, const void* p, size_t i) {
+  switch (d) {
+    case DType::kFloat32: return static_cast<const float*>(p)[i];
+    case DType::kFloat64: return static_cast<const double*>(p)[i];
+    case DType::kFloat16: return static_cast<float>(static_cast<const Half*>(p)[i]);
+    case DType::kBFloat16: return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
+    case DType::kInt8: return static_cast<const int8_t*>(p)[i];
+    case DType::kUInt8: return static_cast<const uint8_t*>(p)[i];
+    case DType::kInt16: return static_cast<const int16_t*>(p)[i];
+    case DType::kInt32: return static_cast<const int32_t*>(p)[i];
+    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::kBool: return static_cast<const uint8_t*>(p)[i];
+  }
+  return 0;
+}
+
+inline void set_value(DType d, void* p, size_t i, double v) {
+  switch (d) {
+    case DType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
+    case DType::kFloat64: static_cast<double*>(p)[i] = v; return;
+    case DType::kFloat16: static_cast<Half*>(p)[i] = Half(static_cast<float>(v)); return;
+    case DType::kBFloat16: static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v)); return;
+    // Integers wrap as two's complement, like torch's.
+    case DType::kInt8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); return;
+    case DType::kUInt8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); return;
+    case DType::kInt16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(static_cast<int64_t>(v)); return;
+    case DType::kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); return;
+    case DType::kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
+    case DType::kBool: static_cast<uint8_t*>(p)[i] = v != 0 ? 1 : 0; return;
+  }
+}
+
+// expected is the reduction over `world` ranks of element i, before it is
+// stored in the dtype (set_value does the wrapping).
+inline double expected(DType dtype, ReduceOp op, int world, size_t i) {
+  double acc = contribution(dtype, op, 0, i);
+  int64_t bits = static_cast<int64_t>(acc);
+  if (op.kind == ReduceOp::PREMUL_SUM) acc *= op.factor;
+  for (int r = 1; r < world; ++r) {
+    double v = contribution(dtype, op, r, i);
+    int64_t b = static_cast<int64_t>(v);
+    if (dtype == DType::kBool) {
+      bool a = acc != 0, x = v != 0;
+      switch (op.kind) {
+        case ReduceOp::PRODUCT:
+        case ReduceOp::MIN:
+        case ReduceOp::BAND: acc = a && x; break;
+        case ReduceOp::BXOR: acc = a != x; break;
+        default: acc = a || x; break;
+      }
+      continue;
+    }
+    switch (op.kind) {
+      case ReduceOp::SUM:
+      case ReduceOp::AVG: acc += v; break;
+      case ReduceOp::PREMUL_SUM: acc += v * op.factor; break;
+      case ReduceOp::PRODUCT: acc *= v; break;
+      case ReduceOp::MIN: acc = std::min(acc, v); break;
+      case ReduceOp::MAX: acc = std::max(acc, v); break;
+      case ReduceOp::BAND: bits &= b; acc = static_cast<double>(bits); break;
+      case ReduceOp::BOR: bits |= b; acc = static_cast<double>(bits); break;
+      case ReduceOp::BXOR: bits ^= b; acc = static_cast<double>(bits); break;
+    }
+  }
+  if (op.kind == ReduceOp::AVG) acc /= world;
+  return acc;
+}
+
+// Bytes holds a buffer of any dtype.
+struct TypedBuffer {
+  DType dtype;
+  std::vector<uint8_t> bytes;
+  TypedBuffer(DType d, size_t count) : dtype(d), bytes(count * dtype_size(d) + 1) {}
+  size_t count() const { return (bytes.size() - 1) / dtype_size(dtype); }
+  Buffer view() { return Buffer{bytes.data(), count(), dtype, Device{}}; }
+  double at(size_t i) const { return get_value(dtype, bytes.data(), i); }
+  void set(size_t i, double v) { set_value(dtype, bytes.data(), i, v); }
+};
+
+// stored returns what `v` becomes once stored in `dtype` (wrapping, rounding).
+inline double stored(DType dtype, double v) {
+  TypedBuffer b(dtype, 1);
+  b.set(0, v);
+  return b.at(0);
+}
+
+// close_enough compares a result with its reference: exact for integers,
+// within rounding for floating dtypes (AVG and PREMUL_SUM scale).
+inline bool close_enough(DType dtype, double got, double want) {
+  if (!is_floating(dtype)) return got == want;
+  double tol = (dtype == DType::kFloat16 || dtype == DType::kBFloat16) ? 1e-2 : 1e-5;
+  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
+}
+
+inline std::vector<DType> all_dtypes() {
+  return {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8,
+          DType::kUInt8,   DType::kInt16,   DType::kInt32,   DType::kInt64,    DType::kBool};
+}
+
+inline std::vector<ReduceOp> ops_for(DType dtype) {
+  std::vector<ReduceOp> ops = {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX};
+  if (is_floating(dtype)) {
+    ops.push_back(ReduceOp::AVG);
+    ops.push_back(ReduceOp::premul_sum(0.5));
+  } else {
+    ops.push_back(ReduceOp::BAND);
+    ops.push_back(ReduceOp::BOR);
+    ops.push_back(ReduceOp::BXOR);
+  }
+  return ops;
+}
+
+// counts: empty, one, odd, and just over 1 MiB.
+inline std::vector<size_t> counts_for(DType dtype) {
+  return {0, 1, 7, (size_t{1} << 20) / dtype_size(dtype) + 3};
+}
+
+}  // namespace cohort::testing

@@ -1,0 +1,40 @@
+// thread_ranks.h: ranks as threads in one process, for the big matrix.
+//
+// run_ranks starts `world_size` threads; each makes its group over one
+// shared HashStore (real TCP connections over loopback) and runs `body`.
+// An exception in any rank fails the test with the rank's message.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cohort/distributed.h"
+#include "cohort/hash_store.h"
+
+namespace cohort::testing {
+
+inline void run_ranks(int world_size, const std::function<void(ProcessGroup& group)>& body,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto group = make_group(store, r, world_size, timeout, "test");
+        body(*group);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world_size; ++r) EXPECT_EQ(errors[r], "") << "rank " << r << " failed";
+}
+
+}  // namespace cohort::testing
