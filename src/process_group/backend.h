@@ -8,6 +8,7 @@
 // "backend X does not support Y".
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ namespace cohort {
 struct OpContext {
   uint64_t sequence;
   Deadline deadline;
-  const std::string* what;  // outlives the operation
+  const std::string* what;                       // points into `description`
+  std::shared_ptr<const std::string> description;  // keep it while the op may run
 };
 
 class Backend {

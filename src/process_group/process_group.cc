@@ -98,7 +98,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
   auto work = std::make_shared<Work>(*what);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : timeout_;
   // The deadline counts from the call, not from when the worker gets to it.
-  OpContext context{seq, Deadline::after(timeout), what.get()};
+  OpContext context{seq, Deadline::after(timeout), what.get(), what};
   Task task = [this, work, what, context, run = std::move(run)] {
     run(*work, context);
   };

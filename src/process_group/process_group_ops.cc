@@ -266,9 +266,9 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
   return enqueue(op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), o,
                  [this, buffer, dst, o](Work& work, const OpContext& c) {
                    auto keep = work.shared_from_this();
-                   backend_->post_send(buffer, dst, o.tag, c, [this, keep, what = c.what](const Status& st, int) {
+                   backend_->post_send(buffer, dst, o.tag, c, [this, keep, owner = c.description](const Status& st, int) {
                      std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
-                     if (error) mark_broken(error, *what);
+                     if (error) mark_broken(error, *owner);
                      keep->complete(error);
                    });
                  },
@@ -286,9 +286,9 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
   return enqueue(op + " from " + from + " tag " + std::to_string(o.tag), o,
                  [this, buffer, src, o](Work& work, const OpContext& c) {
                    auto keep = work.shared_from_this();
-                   backend_->post_recv(buffer, src, o.tag, c, [this, keep, what = c.what](const Status& st, int source) {
+                   backend_->post_recv(buffer, src, o.tag, c, [this, keep, owner = c.description](const Status& st, int source) {
                      std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
-                     if (error) mark_broken(error, *what);
+                     if (error) mark_broken(error, *owner);
                      keep->complete(error, source);
                    });
                  },

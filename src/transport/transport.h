@@ -20,7 +20,9 @@ namespace cohort {
 
 // MessageKind keeps collective traffic and users' point-to-point messages
 // apart: a user's tag can never match a collective's.
-enum class MessageKind : uint32_t { kCollective = 1, kPointToPoint = 2 };
+// kFailure is the transport's own: a rank that fails tells the others why
+// before it drops its connections, so they report the root cause.
+enum class MessageKind : uint32_t { kCollective = 1, kPointToPoint = 2, kFailure = 3 };
 
 constexpr int kAnySource = -1;
 

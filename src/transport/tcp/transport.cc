@@ -71,10 +71,27 @@ bool TcpTransport::has_pending() const { return pending_ > 0; }
 void TcpTransport::fail(const Status& status) {
   if (failed_.ok()) {
     failed_ = status;
-    // Drop every connection, so that the other ranks fail at once too
-    // instead of waiting for their timeout.
+    // Tell every peer why (best effort, only where no message is half
+    // sent), then drop every connection, so that the other ranks fail at
+    // once with the root cause instead of waiting for their timeout.
+    // Relayed failures keep naming the rank that saw the cause first.
+    std::string text = status.message();
+    if (text.find("(reported by rank ") == std::string::npos) text += " (reported by rank " + std::to_string(rank_) + ")";
+    std::vector<uint8_t> body(1 + text.size());
+    body[0] = static_cast<uint8_t>(status.code());
+    std::memcpy(body.data() + 1, text.data(), text.size());
+    Header h{kFrameMagic, static_cast<uint32_t>(MessageKind::kFailure), 0, body.size()};
     for (auto& p : peers_) {
-      if (p.socket.valid()) ::shutdown(p.socket.fd(), SHUT_RDWR);
+      if (!p.socket.valid()) continue;
+      if (p.closed.ok() && (p.sends.empty() || p.sends.front().sent == 0)) {
+        iovec iov[2] = {{&h, sizeof h}, {body.data(), body.size()}};
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 2;
+        ssize_t ignored = ::sendmsg(p.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)ignored;
+      }
+      ::shutdown(p.socket.fd(), SHUT_RDWR);
     }
   }
   // Complete everything still pending, exactly once each.
@@ -242,6 +259,15 @@ void TcpTransport::finish_body(int q) {
     auto r = std::move(p.body_recv);
     --pending_;
     r->done(Status::ok_status(), q);
+  } else if (p.body_unexpected->kind == MessageKind::kFailure) {
+    // A peer failed and says why: fail the same way, naming the cause.
+    auto& b = p.body_unexpected->data;
+    StatusCode code = b.empty() ? StatusCode::kNetworkError : static_cast<StatusCode>(b[0]);
+    if (code != StatusCode::kTimeout && code != StatusCode::kDesync) code = StatusCode::kNetworkError;
+    std::string text = b.size() > 1 ? std::string(b.begin() + 1, b.end()) : "a peer failed";
+    p.body_unexpected.reset();
+    p.closed = Status(code, text);
+    fail(p.closed);
   } else {
     p.unexpected.push_back(std::move(*p.body_unexpected));
     p.body_unexpected.reset();

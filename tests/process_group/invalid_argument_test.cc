@@ -1,0 +1,115 @@
+// Wrong arguments raise InvalidArgument naming what is wrong, on the
+// calling rank, before anything is sent: the group stays usable.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "cohort/errors.h"
+#include "process_group/thread_ranks.h"
+
+namespace cohort::testing {
+namespace {
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "(no exception)";
+}
+
+#define EXPECT_INVALID(call, fragment)                                        \
+  do {                                                                        \
+    std::string m = message_of([&] { call; });                                \
+    EXPECT_NE(m.find(fragment), std::string::npos) << "message: " << m;       \
+  } while (0)
+
+TEST(InvalidArgumentTest, EveryCheckNamesTheProblemAndTheGroupGoesOn) {
+  run_ranks(2, [](ProcessGroup& g) {
+    std::vector<float> f(4, 1.0f), f8(8), f3(3);
+    std::vector<int32_t> i4(4, 1);
+    BroadcastOptions b;
+    b.src = 2;
+    EXPECT_INVALID(g.broadcast(Buffer::of(f), b), "broadcast src is 2, out of range");
+    ReduceOptions r;
+    r.dst = -1;
+    EXPECT_INVALID(g.reduce(Buffer::of(f), r), "reduce dst is -1");
+    AllReduceOptions band;
+    band.op = ReduceOp::BAND;
+    EXPECT_INVALID(g.all_reduce(Buffer::of(f), band), "BAND is not defined for float32");
+    AllReduceOptions avg;
+    avg.op = ReduceOp::AVG;
+    EXPECT_INVALID(g.all_reduce(Buffer::of(i4), avg), "AVG is not defined for int32");
+    EXPECT_INVALID(g.all_reduce(Buffer{nullptr, 5, DType::kFloat32, Device{}}), "null pointer with 5 elements");
+    Buffer on_gpu = Buffer::of(f);
+    on_gpu.device.type = DeviceType::kCUDA;
+    EXPECT_INVALID(g.all_reduce(on_gpu), "CUDA");
+    EXPECT_INVALID(g.all_gather({Buffer::of(f)}, Buffer::of(f)), "outputs has 1 buffers; the group has 2 ranks");
+    EXPECT_INVALID(g.all_gather({Buffer::of(f3), Buffer::of(f3)}, Buffer::of(f)), "holds 3 elements but the input has 4");
+    EXPECT_INVALID(g.all_gather({Buffer::of(i4), Buffer::of(i4)}, Buffer::of(f)), "is int32 but the input is float32");
+    EXPECT_INVALID(g.all_gather_into_tensor(Buffer::of(f3), Buffer::of(f)), "expected 2 x 4");
+    EXPECT_INVALID(g.reduce_scatter_tensor(Buffer::of(f), Buffer::of(f)), "expected 2 x 4");
+    EXPECT_INVALID(g.all_to_all_single(Buffer::of(f3), Buffer::of(f3)), "do not split evenly");
+    EXPECT_INVALID(g.all_to_all_single(Buffer::of(f), Buffer::of(f), {1, 1}, {2, 2}), "add up to 2 but output holds 4");
+    GatherOptions go;
+    go.dst = 0;
+    if (g.rank() == 1) EXPECT_INVALID(g.gather({Buffer::of(f)}, Buffer::of(f), go), "must be empty on ranks other than dst");
+    EXPECT_INVALID(g.send(Buffer::of(f), g.rank()), "cannot send to itself");
+    EXPECT_INVALID(g.recv(Buffer::of(f), 5), "recv src is 5");
+    // Nothing was sent: the group still works.
+    g.all_reduce(Buffer::of(f));
+    EXPECT_EQ(f[0], 2.0f);
+  });
+}
+
+TEST(InvalidArgumentTest, SizesThatDifferBetweenRanksAreADesyncNotAHang) {
+  run_ranks(2, [](ProcessGroup& g) {
+    std::vector<float> f(g.rank() == 0 ? 4 : 5, 1.0f);
+    try {
+      g.all_reduce(Buffer::of(f));
+      ADD_FAILURE() << "mismatched sizes were reduced";
+    } catch (const DesyncError& e) {
+      EXPECT_NE(std::string(e.what()).find("sizes differ between ranks"), std::string::npos) << e.what();
+    } catch (const NetworkError& e) {
+      // The rank that noticed second may see the first drop the connection.
+      EXPECT_NE(std::string(e.what()).find("closed its connection"), std::string::npos) << e.what();
+    }
+    // The group refuses new work, and says why.
+    try {
+      g.barrier();
+      ADD_FAILURE() << "a broken group ran a barrier";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("can no longer be used"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST(InvalidArgumentTest, AbortFailsPendingWorkAtOnce) {
+  std::atomic<bool> checked{false};
+  run_ranks(2, [&](ProcessGroup& g) {
+    if (g.rank() == 1) {
+      // Stay connected until rank 0 has seen its abort.
+      while (!checked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (g.rank() == 0) {
+      std::vector<float> f(4);
+      P2POptions o;
+      o.async_op = true;
+      auto w = g.recv(Buffer::of(f), 1, o);  // rank 1 never sends
+      g.abort("test is done waiting");
+      try {
+        w->wait();
+        ADD_FAILURE() << "the receive completed";
+      } catch (const NetworkError& e) {
+        EXPECT_NE(std::string(e.what()).find("test is done waiting"), std::string::npos) << e.what();
+      }
+      checked = true;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace cohort::testing

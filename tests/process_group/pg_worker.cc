@@ -1,0 +1,85 @@
+// pg_worker: one rank of a multi-process process-group test.
+//
+//   pg_worker MODE INIT_METHOD [VICTIM]
+//
+// RANK and WORLD_SIZE (and MASTER_ADDR/PORT for env://) come from the
+// environment. Modes:
+//   allreduce  all_reduce, check the sum, new_group of the even ranks, barrier
+//   die        rank VICTIM exits after joining; the others must get
+//              NetworkError naming it
+//   silent     rank VICTIM stops answering; the others must get TimeoutError
+//              naming the operation, group and sequence number
+// Prints "rank R ok: ..." and exits 0 when the rank saw what it should.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cohort/distributed.h"
+#include "cohort/errors.h"
+
+using namespace cohort;
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  const std::string mode = argv[1];
+  const int victim = argc > 3 ? std::atoi(argv[3]) : -1;
+  InitOptions init;
+  init.init_method = argv[2];
+  init.timeout = std::chrono::seconds(mode == "silent" ? 3 : 60);
+  if (mode != "env") {
+    // tcp:// and file:// take rank and size from the environment here too.
+    init.rank = std::atoi(std::getenv("RANK"));
+    init.world_size = std::atoi(std::getenv("WORLD_SIZE"));
+  }
+  try {
+    init_process_group(init);
+    const int rank = get_rank(), world = get_world_size();
+    if (mode == "allreduce") {
+      std::vector<int64_t> v(1000, rank + 1);
+      all_reduce(Buffer::of(v));
+      if (v[999] != static_cast<int64_t>(world) * (world + 1) / 2) {
+        std::fprintf(stderr, "rank %d: sum %lld\n", rank, static_cast<long long>(v[999]));
+        return 1;
+      }
+      std::vector<int> evens;
+      for (int r = 0; r < world; r += 2) evens.push_back(r);
+      auto group = new_group(evens);
+      if ((rank % 2 == 0) != (group != nullptr)) return 1;
+      if (group) {
+        int32_t x = rank;
+        all_reduce(Buffer::of(&x, 1), {}, group);
+        int32_t want = 0;
+        for (int r : evens) want += r;
+        if (x != want) return 1;
+      }
+      barrier();
+      destroy_process_group();
+      std::printf("rank %d ok: sum %lld\n", rank, static_cast<long long>(v[999]));
+      return 0;
+    }
+    if (rank == victim) {
+      if (mode == "die") _exit(7);
+      raise(SIGSTOP);  // silent: alive but never answers
+    }
+    std::vector<float> v(1 << 16, 1.0f);
+    try {
+      all_reduce(Buffer::of(v));
+      std::fprintf(stderr, "rank %d: all_reduce succeeded without rank %d\n", rank, victim);
+      return 1;
+    } catch (const NetworkError& e) {
+      std::printf("rank %d ok: NetworkError: %s\n", rank, e.what());
+      return mode == "die" ? 0 : 1;
+    } catch (const TimeoutError& e) {
+      std::printf("rank %d ok: TimeoutError: %s\n", rank, e.what());
+      return mode == "silent" ? 0 : 1;
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank ?: %s\n", e.what());
+    std::printf("error: %s\n", e.what());
+    return 1;
+  }
+}
