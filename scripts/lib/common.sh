@@ -8,7 +8,7 @@ COHORT_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libssl-dev libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  libtorch-dev libopenblas0-pthread
+  libtorch-dev libgloo-dev libopenblas0-pthread
   python3 iproute2
 )
 

@@ -1,0 +1,312 @@
+// cohort-bench: collective performance in the manner of nccl-tests.
+//
+//   cohort-bench COLLECTIVE [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
+//                [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] [--spawn N]
+//
+// COLLECTIVE: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+// all_to_all. Sizes take K, M, G suffixes. Every rank is a process that
+// joins through env:// (any launcher works); --spawn N starts N local ranks
+// itself. Rank 0 prints one line per size:
+//   size count type redop root time(us) algbw(GB/s) busbw(GB/s) #wrong
+// time is the mean over -n iterations of the slowest rank; algbw = size /
+// time; busbw = algbw x the factor nccl-tests documents: all_reduce
+// 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n; broadcast and
+// reduce 1. size is the per-rank input for all_reduce, broadcast, reduce and
+// reduce_scatter's output... as in nccl-tests: the largest buffer involved.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cohort/distributed.h"
+#include "cohort/errors.h"
+#include "common/socket.h"
+
+using namespace cohort;
+
+namespace {
+
+struct Args {
+  std::string collective;
+  size_t min_bytes = 8, max_bytes = 64 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5;
+  bool check = true, json = false;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::SUM;
+  int root = 0;
+  int spawn = 0;
+};
+
+size_t parse_size(const char* s) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  switch (*end) {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+  }
+  return static_cast<size_t>(v);
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "cohort-bench: %s\nusage: cohort-bench all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all "
+               "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
+               "[--spawn N]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+DType parse_dtype(const std::string& s) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8,
+                  DType::kInt16, DType::kInt32, DType::kInt64, DType::kBool}) {
+    if (s == dtype_name(d)) return d;
+  }
+  usage("unknown dtype '" + s + "'");
+}
+
+ReduceOp parse_op(const std::string& s) {
+  for (ReduceOp::Kind k : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX,
+                           ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR}) {
+    std::string name = reduce_op_name(ReduceOp(k));
+    for (auto& c : name) c = static_cast<char>(std::tolower(c));
+    if (s == name) return ReduceOp(k);
+  }
+  usage("unknown op '" + s + "'");
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  if (argc < 2) usage("name a collective");
+  a.collective = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string f = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage("missing value after " + f);
+      return argv[++i];
+    };
+    if (f == "-b") a.min_bytes = parse_size(next());
+    else if (f == "-e") a.max_bytes = parse_size(next());
+    else if (f == "-f") a.factor = std::atof(next());
+    else if (f == "-n") a.iters = std::atoi(next());
+    else if (f == "-w") a.warmup = std::atoi(next());
+    else if (f == "-c") a.check = std::atoi(next()) != 0;
+    else if (f == "-d") a.dtype = parse_dtype(next());
+    else if (f == "-o") a.op = parse_op(next());
+    else if (f == "-r") a.root = std::atoi(next());
+    else if (f == "--json") a.json = true;
+    else if (f == "--spawn") a.spawn = std::atoi(next());
+    else usage("unknown option " + f);
+  }
+  if (a.factor <= 1) usage("-f must be more than 1");
+  return a;
+}
+
+// spawn runs this program n times as ranks 0..n-1 of a local job.
+int spawn(int n, char** argv) {
+  auto listener = listen_tcp("127.0.0.1", 0);
+  std::string port = std::to_string(local_port(listener.value().fd()));
+  listener.value().reset();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      std::vector<char*> args;
+      for (char** a = argv; *a; ++a) {
+        if (std::strcmp(*a, "--spawn") == 0) {
+          ++a;
+          continue;
+        }
+        args.push_back(*a);
+      }
+      args.push_back(nullptr);
+      execv("/proc/self/exe", args.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int status = 0;
+  for (pid_t p : pids) {
+    int s;
+    waitpid(p, &s, 0);
+    if (!WIFEXITED(s) || WEXITSTATUS(s) != 0) status = 1;
+  }
+  return status;
+}
+
+double bus_factor(const std::string& c, int n) {
+  if (c == "all_reduce") return 2.0 * (n - 1) / n;
+  if (c == "all_gather" || c == "reduce_scatter" || c == "all_to_all") return static_cast<double>(n - 1) / n;
+  return 1.0;
+}
+
+// fill gives element i of rank r a small value, exact in every dtype.
+double value(int r, size_t i) { return static_cast<double>((r + i) % 4); }
+
+void set(DType d, void* p, size_t i, double v) {
+  switch (d) {
+    case DType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case DType::kFloat64: static_cast<double*>(p)[i] = v; break;
+    case DType::kFloat16: static_cast<Half*>(p)[i] = Half(static_cast<float>(v)); break;
+    case DType::kBFloat16: static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v)); break;
+    case DType::kInt8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); break;
+    case DType::kUInt8: case DType::kBool: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
+    case DType::kInt16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); break;
+    case DType::kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case DType::kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+  }
+}
+
+double get(DType d, const void* p, size_t i) {
+  switch (d) {
+    case DType::kFloat32: return static_cast<const float*>(p)[i];
+    case DType::kFloat64: return static_cast<const double*>(p)[i];
+    case DType::kFloat16: return static_cast<float>(static_cast<const Half*>(p)[i]);
+    case DType::kBFloat16: return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
+    case DType::kInt8: return static_cast<const int8_t*>(p)[i];
+    case DType::kUInt8: case DType::kBool: return static_cast<const uint8_t*>(p)[i];
+    case DType::kInt16: return static_cast<const int16_t*>(p)[i];
+    case DType::kInt32: return static_cast<const int32_t*>(p)[i];
+    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  if (a.spawn > 0) return spawn(a.spawn, argv);
+  const std::string& c = a.collective;
+  if (c != "all_reduce" && c != "all_gather" && c != "reduce_scatter" && c != "broadcast" && c != "reduce" &&
+      c != "all_to_all") {
+    usage("unknown collective '" + c + "'");
+  }
+  try {
+    init_process_group();
+    auto g = default_group();
+    const int rank = g->rank(), n = g->size();
+    const size_t es = dtype_size(a.dtype);
+    if (rank == 0 && !a.json) {
+      std::printf("# cohort-bench %s, %d ranks, %d iterations after %d warm-up\n", c.c_str(), n, a.iters, a.warmup);
+      std::printf("%12s %12s %8s %6s %5s %10s %10s %10s %7s\n", "size", "count", "type", "redop", "root", "time(us)",
+                  "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    }
+    if (rank == 0 && a.json) std::printf("[");
+    double busbw_sum = 0;
+    int sizes = 0;
+    for (size_t bytes = std::max(a.min_bytes, es); bytes <= a.max_bytes;
+         bytes = std::max(bytes + es, static_cast<size_t>(std::llround(static_cast<double>(bytes) * a.factor)))) {
+      // count: elements of the per-rank input (nccl-tests' convention: the
+      // size is the largest buffer; for all_gather the output).
+      size_t count = bytes / es;
+      if (c == "all_gather" || c == "reduce_scatter" || c == "all_to_all") count = std::max<size_t>(1, count / n) * n;
+      std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+      auto run = [&]() {
+        if (c == "all_reduce") {
+          AllReduceOptions o;
+          o.op = a.op;
+          g->all_reduce(Buffer{in.data(), count, a.dtype, {}}, o);
+        } else if (c == "broadcast") {
+          BroadcastOptions o;
+          o.src = a.root;
+          g->broadcast(Buffer{in.data(), count, a.dtype, {}}, o);
+        } else if (c == "reduce") {
+          ReduceOptions o;
+          o.dst = a.root;
+          o.op = a.op;
+          g->reduce(Buffer{in.data(), count, a.dtype, {}}, o);
+        } else if (c == "all_gather") {
+          g->all_gather_into_tensor(Buffer{out.data(), count, a.dtype, {}}, Buffer{in.data(), count / n, a.dtype, {}});
+        } else if (c == "reduce_scatter") {
+          ReduceScatterOptions o;
+          o.op = a.op;
+          g->reduce_scatter_tensor(Buffer{out.data(), count / n, a.dtype, {}}, Buffer{in.data(), count, a.dtype, {}}, o);
+        } else {
+          g->all_to_all_single(Buffer{out.data(), count, a.dtype, {}}, Buffer{in.data(), count, a.dtype, {}});
+        }
+      };
+      auto refill = [&]() {
+        for (size_t i = 0; i < count; ++i) set(a.dtype, in.data(), i, value(rank, i));
+      };
+      refill();
+      for (int i = 0; i < a.warmup; ++i) run();
+      g->barrier();
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < a.iters; ++i) run();
+      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / a.iters;
+      AllReduceOptions max;
+      max.op = ReduceOp::MAX;
+      g->all_reduce(Buffer::of(&us, 1), max);
+      // Check one more run from fresh inputs against the expected result.
+      int64_t wrong = 0;
+      if (a.check && a.op.kind == ReduceOp::SUM) {
+        refill();
+        run();
+        for (size_t i = 0; i < count; ++i) {
+          double want = 0, got = 0;
+          if (c == "all_reduce" || (c == "reduce" && rank == a.root)) {
+            for (int r = 0; r < n; ++r) want += value(r, i);
+            got = get(a.dtype, in.data(), i);
+          } else if (c == "broadcast" || c == "reduce") {
+            want = value(c == "broadcast" ? a.root : rank, i);
+            got = get(a.dtype, in.data(), i);
+          } else if (c == "all_gather") {
+            size_t per = count / n;
+            want = value(static_cast<int>(i / per), i % per);
+            got = get(a.dtype, out.data(), i);
+          } else if (c == "reduce_scatter") {
+            if (i >= count / n) break;
+            for (int r = 0; r < n; ++r) want += value(r, rank * (count / n) + i);
+            got = get(a.dtype, out.data(), i);
+          } else {
+            size_t per = count / n;
+            want = value(static_cast<int>(i / per), rank * per + i % per);
+            got = get(a.dtype, out.data(), i);
+          }
+          if (got != want) ++wrong;
+        }
+        g->all_reduce(Buffer::of(&wrong, 1));
+      }
+      double algbw = static_cast<double>(count * es) / us / 1e3;
+      double busbw = algbw * bus_factor(c, n);
+      busbw_sum += busbw;
+      ++sizes;
+      if (rank == 0) {
+        std::string op_name = (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? reduce_op_name(a.op) : "none";
+        int root = (c == "broadcast" || c == "reduce") ? a.root : -1;
+        if (a.json) {
+          std::printf("%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"time_us\":%.2f,"
+                      "\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
+                      sizes > 1 ? "," : "", count * es, count, dtype_name(a.dtype), op_name.c_str(), root, us, algbw,
+                      busbw, static_cast<long long>(wrong));
+        } else {
+          std::printf("%12zu %12zu %8s %6s %5d %10.2f %10.3f %10.3f %7lld\n", count * es, count, dtype_name(a.dtype),
+                      op_name.c_str(), root, us, algbw, busbw, static_cast<long long>(wrong));
+        }
+        std::fflush(stdout);
+      }
+    }
+    if (rank == 0) {
+      if (a.json) std::printf("]\n");
+      else std::printf("# Avg bus bandwidth    : %.3f GB/s\n", sizes ? busbw_sum / sizes : 0.0);
+    }
+    destroy_process_group();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "cohort-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
