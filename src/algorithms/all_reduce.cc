@@ -1,5 +1,7 @@
 // all_reduce: recursive doubling for small vectors, ring for large ones.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "algorithms/algorithms.h"
 #include "reduce/reduce.h"
@@ -58,9 +60,31 @@ Status recursive_doubling(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) 
   return Status::ok_status();
 }
 
+// Segments of a ring step: small enough that reducing one overlaps the
+// arrival of the next, large enough that per-message costs stay small.
+constexpr size_t kSegmentBytes = 256 * 1024;
+constexpr uint32_t kMaxSegments = 1u << 12;  // the low 12 bits of a step's tag
+
+struct SegmentReduce {
+  DType dtype;
+  ReduceOp::Kind op;
+  uint8_t* into;  // the accumulator block
+  const uint8_t* arrived;
+  size_t elem;
+};
+
+// reduce_segment runs as each received segment lands in scratch.
+void reduce_segment(void* context, const RecvRequest& r) {
+  auto* sr = static_cast<SegmentReduce*>(context);
+  size_t offset = static_cast<size_t>(static_cast<const uint8_t*>(r.data) - sr->arrived);
+  reduce_into(sr->dtype, sr->op, sr->into + offset, r.data, r.bytes / sr->elem);
+}
+
 // Ring: a reduce-scatter (P-1 steps; after it rank r holds the total of
 // block r+1) then an all-gather of the totals (P-1 steps). Each rank sends
-// and receives 2(P-1)/P of the vector, the least any algorithm can.
+// and receives 2(P-1)/P of the vector, the least any algorithm can. Each
+// step moves its block in segments, and each received segment is reduced
+// while the next ones are still arriving.
 Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
   const int p = c.transport.size();
   const int r = c.transport.rank();
@@ -69,22 +93,51 @@ Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
   auto* base = static_cast<uint8_t*>(buf.data);
   size_t max_block = (buf.count + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);
   uint8_t* tmp = c.scratch_bytes(max_block * es);
+  // Whole elements per segment, and never more segments than tags allow.
+  size_t seg = std::max(es, kSegmentBytes / es * es);
+  seg = std::max(seg, (max_block * es + kMaxSegments - 1) / kMaxSegments / es * es + es);
+  std::vector<SendRequest> sends;
+  std::vector<RecvRequest> recvs;
   uint32_t step = 0;
-  for (int s = 0; s < p - 1; ++s, ++step) {
+  auto run_step = [&](size_t send_off, size_t send_bytes, uint8_t* recv_into, size_t recv_bytes,
+                      SegmentReduce* reduce) {
+    sends.clear();
+    recvs.clear();
+    uint32_t k = 0;
+    for (size_t off = 0; off < send_bytes || (send_bytes == 0 && k == 0); off += seg, ++k) {
+      sends.push_back(SendRequest{right, MessageKind::kCollective, c.tag((step << 12) | k), base + send_off + off,
+                                  std::min(seg, send_bytes - off)});
+      if (send_bytes == 0) break;
+    }
+    k = 0;
+    for (size_t off = 0; off < recv_bytes || (recv_bytes == 0 && k == 0); off += seg, ++k) {
+      RecvRequest q{left, MessageKind::kCollective, c.tag((step << 12) | k), recv_into + off,
+                    std::min(seg, recv_bytes - off)};
+      if (reduce) {
+        q.on_arrival = reduce_segment;
+        q.context = reduce;
+      }
+      recvs.push_back(q);
+      if (recv_bytes == 0) break;
+    }
+    ++step;
+    return c.transport.exchange(sends.data(), sends.size(), recvs.data(), recvs.size(), c.deadline, c.what);
+  };
+  for (int s = 0; s < p - 1; ++s) {
     int send_block = (r - s + p) % p, recv_block = (r - s - 1 + 2 * p) % p;
     size_t sf, sn, rf, rn;
     block_range(buf.count, p, send_block, &sf, &sn);
     block_range(buf.count, p, recv_block, &rf, &rn);
-    Status st = sendrecv(c, step, right, base + sf * es, sn * es, left, tmp, rn * es);
+    SegmentReduce reduce{buf.dtype, op, base + rf * es, tmp, es};
+    Status st = run_step(sf * es, sn * es, tmp, rn * es, &reduce);
     if (!st.ok()) return st;
-    reduce_into(buf.dtype, op, base + rf * es, tmp, rn);
   }
-  for (int s = 0; s < p - 1; ++s, ++step) {
+  for (int s = 0; s < p - 1; ++s) {
     int send_block = (r + 1 - s + p) % p, recv_block = (r - s + p) % p;
     size_t sf, sn, rf, rn;
     block_range(buf.count, p, send_block, &sf, &sn);
     block_range(buf.count, p, recv_block, &rf, &rn);
-    Status st = sendrecv(c, step, right, base + sf * es, sn * es, left, base + rf * es, rn * es);
+    Status st = run_step(sf * es, sn * es, base + rf * es, rn * es, nullptr);
     if (!st.ok()) return st;
   }
   return Status::ok_status();

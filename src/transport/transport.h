@@ -41,6 +41,11 @@ struct RecvRequest {
   void* data;
   size_t bytes;          // the message must be exactly this long
   int source = -1;       // filled in: who sent it
+  // on_arrival, when set, runs (inside exchange) as soon as this message is
+  // in, while the rest of the batch is still in flight: a pipelined
+  // algorithm reduces one segment while the next arrives.
+  void (*on_arrival)(void* context, const RecvRequest& request) = nullptr;
+  void* context = nullptr;
 };
 
 // Completion is called exactly once when a posted request finishes: with ok

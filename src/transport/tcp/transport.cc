@@ -407,7 +407,11 @@ void TcpTransport::expire(Clock::time_point now) {
 template <class Finished>
 bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
   SpinPermit permit;
-  const auto spin_until = Clock::now() + std::chrono::microseconds(permit.granted() ? spin_us_ : 0);
+  // Spin while data keeps moving: every event pushes the end of the spin
+  // out again, so a large transfer never pays a wake-up per socket buffer;
+  // only a quiet spell of spin_us_ puts the thread to sleep.
+  const auto spin = std::chrono::microseconds(permit.granted() ? spin_us_ : 0);
+  auto spin_until = Clock::now() + spin;
   std::vector<pollfd> fds(static_cast<size_t>(size_) + 1);
   std::vector<int> fd_peer(static_cast<size_t>(size_));  // which peer each pollfd is
   for (;;) {
@@ -445,6 +449,7 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
       if (stop_on_wake) return false;
     }
     if (rc > 0) {
+      if (rc > (fds[n - 1].revents ? 1 : 0)) spin_until = Clock::now() + spin;
       for (size_t i = 0; i + 1 < n && failed_.ok(); ++i) {
         const int q = fd_peer[i];
         if (!peers_[q].closed.ok()) continue;
@@ -477,6 +482,7 @@ Status TcpTransport::exchange(SendRequest* sends, size_t num_sends, RecvRequest*
       --remaining;
       if (!st.ok() && first_error.ok()) first_error = st;
       out->source = source;
+      if (st.ok() && out->on_arrival) out->on_arrival(out->context, *out);
     });
   }
   for (size_t i = 0; i < num_sends; ++i) {
