@@ -94,6 +94,8 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,           &kStoreToken,          &kStoreMaxKeyBytes,
     &kStoreMaxFrameBytes, &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS,
     &kConnectRetryMaxMs,  &kStoreClientSpinUs,   &kStoreServerSpinUs,
+    &kSocketIfname,       &kTcpSpinUs,           &kAlgo,
+    &kDefaultTimeoutS,
 };
 
 }  // namespace knobs

@@ -1,6 +1,8 @@
 // The config registry: one declaration per knob, typed values, sources.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "cohort/config.h"
 #include "cohort/errors.h"
 #include "common/config_registry.h"
@@ -23,6 +25,19 @@ TEST(ConfigTest, EveryDeclaredKnobIsListedWithItsDoc) {
     EXPECT_EQ(e.name.rfind("COHORT_", 0), 0u) << e.name;
     EXPECT_FALSE(e.doc.empty()) << e.name;
   }
+}
+
+TEST(ConfigTest, EveryKnobDeclaredInTheHeaderIsListed) {
+  // A knob declared but missing from kAllKnobs would work but be invisible
+  // to cohort-info and set_config: count the declarations.
+  std::ifstream header(std::string(COHORT_SOURCE_DIR) + "/src/common/knobs.h");
+  ASSERT_TRUE(header) << "cannot read knobs.h";
+  std::string line;
+  size_t declared = 0;
+  while (std::getline(header, line)) {
+    if (line.find("inline constexpr KnobSpec ") != std::string::npos) ++declared;
+  }
+  EXPECT_EQ(declared, std::size(knobs::kAllKnobs));
 }
 
 TEST(ConfigTest, SetConfigOverridesAndResetRestores) {

@@ -41,7 +41,11 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<Socket> sockets, std:
 }
 
 TcpTransport::~TcpTransport() {
-  fail(Status(StatusCode::kNetworkError, "the transport was destroyed with requests pending"));
+  // A group going away is not a failure its peers must hear about: only
+  // complete what is still pending here; the sockets then close normally.
+  if (pending_ > 0) {
+    fail(Status(StatusCode::kNetworkError, "the group was destroyed with this operation pending"), false);
+  }
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -68,7 +72,8 @@ void TcpTransport::interrupt(const Status& reason) {
 
 bool TcpTransport::has_pending() const { return pending_ > 0; }
 
-void TcpTransport::fail(const Status& status) {
+void TcpTransport::fail(const Status& status, bool tell_peers) {
+  if (failed_.ok() && !tell_peers) failed_ = status;
   if (failed_.ok()) {
     failed_ = status;
     // Tell every peer why (best effort, only where no message is half

@@ -103,7 +103,10 @@ class TcpTransport : public Transport {
   Status write_to(int peer);
   Status take_unexpected(PostedRecv* recv, bool* matched);
   void expire(Clock::time_point now);
-  void fail(const Status& status);
+  // fail completes every pending request with `status` and refuses new
+  // ones; with tell_peers, it also sends the peers the reason and drops the
+  // connections, so that they fail at once too.
+  void fail(const Status& status, bool tell_peers = true);
   Deadline earliest_deadline() const;
   std::string owed_peers() const;
 

@@ -1,0 +1,62 @@
+// The algorithm table, its COHORT_ALGO override, and the choice of address.
+#include <gtest/gtest.h>
+
+#include "algorithms/selection.h"
+#include "cohort/config.h"
+#include "process_group/thread_ranks.h"
+#include "transport/tcp/connect.h"
+
+namespace cohort::testing {
+namespace {
+
+TEST(AlgorithmSelection, TablePicksLatencyOrBandwidthAlgorithms) {
+  reset_config("COHORT_ALGO");
+  EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 4, 8).value(), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 64 << 20, 8).value(), Algorithm::kRing);
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 5).value(), Algorithm::kBinomialTree);
+  EXPECT_EQ(choose_algorithm(Collective::kBarrier, 0, 3).value(), Algorithm::kDissemination);
+}
+
+TEST(AlgorithmSelection, OverrideForcesAnAlgorithmAndRejectsNonsense) {
+  set_config("COHORT_ALGO", "broadcast=binomial_tree,all_reduce=ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 4, 8).value(), Algorithm::kRing);
+  set_config("COHORT_ALGO", "all_reduce=binomial_tree");
+  auto bad = choose_algorithm(Collective::kAllReduce, 4, 8);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("binomial_tree cannot run all_reduce"), std::string::npos);
+  set_config("COHORT_ALGO", "all_reduce=fastest");
+  EXPECT_NE(choose_algorithm(Collective::kAllReduce, 4, 8).status().message().find("unknown algorithm 'fastest'"),
+            std::string::npos);
+  reset_config("COHORT_ALGO");
+}
+
+TEST(AlgorithmSelection, ForcedRingAndDoublingGiveTheSameSums) {
+  for (const char* algo : {"all_reduce=ring", "all_reduce=recursive_doubling"}) {
+    set_config("COHORT_ALGO", algo);
+    for (int world : {3, 5}) {
+      run_ranks(world, [&](ProcessGroup& g) {
+        for (size_t n : {size_t{1}, size_t{6}, size_t{100003}}) {
+          std::vector<int64_t> v(n, g.rank() + 1);
+          g.all_reduce(Buffer::of(v));
+          for (int64_t x : v) ASSERT_EQ(x, world * (world + 1) / 2) << algo << " n " << n;
+        }
+      });
+    }
+  }
+  reset_config("COHORT_ALGO");
+}
+
+TEST(AddressChoice, InterfaceByNameOrRouteToTheMaster) {
+  set_config("COHORT_SOCKET_IFNAME", "lo");
+  EXPECT_EQ(tcp::local_address("10.1.2.3").value(), "127.0.0.1");
+  set_config("COHORT_SOCKET_IFNAME", "no-such-if0");
+  auto bad = tcp::local_address("");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no-such-if0"), std::string::npos);
+  reset_config("COHORT_SOCKET_IFNAME");
+  EXPECT_EQ(tcp::local_address("127.0.0.1").value(), "127.0.0.1");
+  EXPECT_EQ(tcp::local_address("").value(), "127.0.0.1") << "no master host (HashStore, FileStore): one host";
+}
+
+}  // namespace
+}  // namespace cohort::testing

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Two "hosts" as network namespaces joined by a veth pair: four ranks (two
+# per host) join through env:// with MASTER_ADDR on host A, all_reduce, form
+# a subgroup, and every rank must have published its veth address, never
+# loopback. Needs root and iproute2; prints a reason and exits 0 when the
+# machine cannot make namespaces (ctest reports it as skipped).
+set -uo pipefail
+worker="$1"
+if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
+  echo "SKIP: needs root and iproute2 to make network namespaces"; exit 77
+fi
+tag="c$$"
+a="${tag}a" b="${tag}b"
+logs="$(mktemp -d)"
+cleanup() {
+  ip netns del "$a" 2>/dev/null
+  ip netns del "$b" 2>/dev/null
+  rm -rf "$logs"
+}
+trap cleanup EXIT
+ip netns add "$a" && ip netns add "$b" || { echo "SKIP: ip netns add failed"; exit 77; }
+ip link add "${tag}x" netns "$a" type veth peer name "${tag}y" netns "$b" || { echo "SKIP: veth failed"; exit 77; }
+ip -n "$a" addr add 10.77.$(($$ % 200)).1/24 dev "${tag}x"
+ip -n "$b" addr add 10.77.$(($$ % 200)).2/24 dev "${tag}y"
+for ns in "$a" "$b"; do
+  ip -n "$ns" link set lo up
+done
+ip -n "$a" link set "${tag}x" up
+ip -n "$b" link set "${tag}y" up
+master="10.77.$(($$ % 200)).1"
+port=29611
+pids=()
+for rank in 0 1 2 3; do
+  ns="$a"; [ "$rank" -ge 2 ] && ns="$b"
+  ip netns exec "$ns" env RANK=$rank WORLD_SIZE=4 MASTER_ADDR="$master" MASTER_PORT=$port COHORT_LOG_LEVEL=info \
+    "$worker" allreduce env:// >"$logs/out.$rank" 2>"$logs/err.$rank" &
+  pids+=($!)
+done
+status=0
+for i in 0 1 2 3; do
+  if ! wait "${pids[$i]}"; then
+    echo "rank $i failed:"; cat "$logs/out.$i" "$logs/err.$i"; status=1
+  fi
+done
+for rank in 0 1 2 3; do
+  grep -q " ok" "$logs/out.$rank" || { echo "rank $rank did not finish:"; cat "$logs/err.$rank"; status=1; }
+  if ! grep -q "group default: rank $rank of 4 connected from 10.77." "$logs/err.$rank"; then
+    echo "rank $rank did not publish its veth address:"; cat "$logs/err.$rank"; status=1
+  fi
+  if grep -q "connected from 127." "$logs/err.$rank"; then echo "rank $rank published loopback"; status=1; fi
+done
+[ $status -eq 0 ] && echo "4 ranks on 2 namespaces: all_reduce and subgroup ok, every rank published its veth address"
+exit $status
