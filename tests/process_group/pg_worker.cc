@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   const int victim = argc > 3 ? std::atoi(argv[3]) : -1;
   InitOptions init;
   init.init_method = argv[2];
-  init.timeout = std::chrono::seconds(mode == "silent" ? 3 : 60);
+  init.timeout = std::chrono::seconds(60);
   if (mode != "env") {
     // tcp:// and file:// take rank and size from the environment here too.
     init.rank = std::atoi(std::getenv("RANK"));
@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
       raise(SIGSTOP);  // silent: alive but never answers
     }
     std::vector<float> v(1 << 16, 1.0f);
+    AllReduceOptions options;
+    options.timeout = std::chrono::seconds(3);  // the operation's own timeout
     try {
-      all_reduce(Buffer::of(v));
+      all_reduce(Buffer::of(v), options);
       std::fprintf(stderr, "rank %d: all_reduce succeeded without rank %d\n", rank, victim);
       return 1;
     } catch (const NetworkError& e) {
