@@ -1,6 +1,7 @@
 #include "transport/tcp/transport.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -438,6 +439,9 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
       fail(network_error(std::string("poll failed: ") + std::strerror(errno)));
       continue;
     }
+    // Nothing yet while spinning: let other runnable threads (other ranks on
+    // an oversubscribed host) have the core before polling again.
+    if (rc == 0 && timeout == 0) sched_yield();
     if (rc > 0 && fds[n - 1].revents) {
       uint64_t count;
       ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
