@@ -32,16 +32,16 @@ size_t parse_size(const char* s) {
   return static_cast<size_t>(v);
 }
 
-int run_rank(int rank, int n, const std::string& path, size_t min_bytes, size_t max_bytes, double factor, int iters,
-             int warmup) {
+int run_rank(int rank, int n, const std::string& path, size_t min_bytes, size_t max_bytes, double factor,
+             int iters, int warmup) {
   auto store = c10::make_intrusive<c10d::FileStore>(path, n);
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(120));
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   c10d::ProcessGroupGloo pg(store, rank, n, options);
   if (rank == 0) {
     std::printf("# gloo_bench all_reduce, %d ranks, %d iterations after %d warm-up\n", n, iters, warmup);
-    std::printf("%12s %12s %8s %6s %5s %10s %10s %10s %7s\n", "size", "count", "type", "redop", "root", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    std::printf("%12s %12s %8s %6s %5s %10s %10s %10s %7s\n", "size", "count", "type", "redop", "root",
+                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   }
   double busbw_sum = 0;
   int sizes = 0;
@@ -54,7 +54,8 @@ int run_rank(int rank, int n, const std::string& path, size_t min_bytes, size_t 
     pg.barrier()->wait();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) pg.allreduce(tensors)->wait();
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     std::vector<at::Tensor> t = {at::full({1}, us, at::kDouble)};
     c10d::AllreduceOptions max;
     max.reduceOp = c10d::ReduceOp::MAX;
@@ -82,14 +83,21 @@ int main(int argc, char** argv) {
   int iters = 20, warmup = 5, spawn = 2;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string f = argv[i];
-    if (f == "-b") min_bytes = parse_size(argv[i + 1]);
-    else if (f == "-e") max_bytes = parse_size(argv[i + 1]);
-    else if (f == "-f") factor = std::atof(argv[i + 1]);
-    else if (f == "-n") iters = std::atoi(argv[i + 1]);
-    else if (f == "-w") warmup = std::atoi(argv[i + 1]);
-    else if (f == "--spawn") spawn = std::atoi(argv[i + 1]);
+    if (f == "-b")
+      min_bytes = parse_size(argv[i + 1]);
+    else if (f == "-e")
+      max_bytes = parse_size(argv[i + 1]);
+    else if (f == "-f")
+      factor = std::atof(argv[i + 1]);
+    else if (f == "-n")
+      iters = std::atoi(argv[i + 1]);
+    else if (f == "-w")
+      warmup = std::atoi(argv[i + 1]);
+    else if (f == "--spawn")
+      spawn = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: gloo_bench all_reduce [-b MIN] [-e MAX] [-f F] [-n N] [-w W] [--spawn P]\n");
+      std::fprintf(stderr,
+                   "usage: gloo_bench all_reduce [-b MIN] [-e MAX] [-f F] [-n N] [-w W] [--spawn P]\n");
       return 2;
     }
   }

@@ -11,8 +11,9 @@
 // time is the mean over -n iterations of the slowest rank; algbw = size /
 // time; busbw = algbw x the factor nccl-tests documents: all_reduce
 // 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n; broadcast and
-// reduce 1. size is the per-rank input for all_reduce, broadcast, reduce and
-// reduce_scatter's output... as in nccl-tests: the largest buffer involved.
+// reduce 1. size is, as in nccl-tests, the largest buffer involved (the
+// input of all_reduce, broadcast, reduce, reduce_scatter and all_to_all; the
+// output of all_gather). Exits 1 when any result was wrong (-c 1, SUM).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,26 +49,38 @@ size_t parse_size(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
   }
   return static_cast<size_t>(v);
 }
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "cohort-bench: %s\nusage: cohort-bench all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all "
-               "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
-               "[--spawn N]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "cohort-bench: %s\nusage: cohort-bench "
+      "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all "
+      "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
+      "[--spawn N]\n",
+      why.c_str());
   std::exit(2);
 }
 
 DType parse_dtype(const std::string& s) {
-  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kUInt8,
-                  DType::kInt16, DType::kInt32, DType::kInt64, DType::kBool}) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8,
+                  DType::kUInt8, DType::kInt16, DType::kInt32, DType::kInt64, DType::kBool}) {
     if (s == dtype_name(d)) return d;
   }
   usage("unknown dtype '" + s + "'");
@@ -93,18 +106,30 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) usage("missing value after " + f);
       return argv[++i];
     };
-    if (f == "-b") a.min_bytes = parse_size(next());
-    else if (f == "-e") a.max_bytes = parse_size(next());
-    else if (f == "-f") a.factor = std::atof(next());
-    else if (f == "-n") a.iters = std::atoi(next());
-    else if (f == "-w") a.warmup = std::atoi(next());
-    else if (f == "-c") a.check = std::atoi(next()) != 0;
-    else if (f == "-d") a.dtype = parse_dtype(next());
-    else if (f == "-o") a.op = parse_op(next());
-    else if (f == "-r") a.root = std::atoi(next());
-    else if (f == "--json") a.json = true;
-    else if (f == "--spawn") a.spawn = std::atoi(next());
-    else usage("unknown option " + f);
+    if (f == "-b")
+      a.min_bytes = parse_size(next());
+    else if (f == "-e")
+      a.max_bytes = parse_size(next());
+    else if (f == "-f")
+      a.factor = std::atof(next());
+    else if (f == "-n")
+      a.iters = std::atoi(next());
+    else if (f == "-w")
+      a.warmup = std::atoi(next());
+    else if (f == "-c")
+      a.check = std::atoi(next()) != 0;
+    else if (f == "-d")
+      a.dtype = parse_dtype(next());
+    else if (f == "-o")
+      a.op = parse_op(next());
+    else if (f == "-r")
+      a.root = std::atoi(next());
+    else if (f == "--json")
+      a.json = true;
+    else if (f == "--spawn")
+      a.spawn = std::atoi(next());
+    else
+      usage("unknown option " + f);
   }
   if (a.factor <= 1) usage("-f must be more than 1");
   return a;
@@ -153,33 +178,64 @@ double bus_factor(const std::string& c, int n) {
 }
 
 // fill gives element i of rank r a small value, exact in every dtype.
-double value(int r, size_t i) { return static_cast<double>((r + i) % 4); }
+double value(int r, size_t i) {
+  return static_cast<double>((r + i) % 4);
+}
 
 void set(DType d, void* p, size_t i, double v) {
   switch (d) {
-    case DType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double*>(p)[i] = v; break;
-    case DType::kFloat16: static_cast<Half*>(p)[i] = Half(static_cast<float>(v)); break;
-    case DType::kBFloat16: static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v)); break;
-    case DType::kInt8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); break;
-    case DType::kUInt8: case DType::kBool: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
-    case DType::kInt16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); break;
-    case DType::kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case DType::kFloat32:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      static_cast<double*>(p)[i] = v;
+      break;
+    case DType::kFloat16:
+      static_cast<Half*>(p)[i] = Half(static_cast<float>(v));
+      break;
+    case DType::kBFloat16:
+      static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v));
+      break;
+    case DType::kInt8:
+      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
+      break;
+    case DType::kUInt8:
+    case DType::kBool:
+      static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
+      break;
+    case DType::kInt16:
+      static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v);
+      break;
+    case DType::kInt32:
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kInt64:
+      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      break;
   }
 }
 
 double get(DType d, const void* p, size_t i) {
   switch (d) {
-    case DType::kFloat32: return static_cast<const float*>(p)[i];
-    case DType::kFloat64: return static_cast<const double*>(p)[i];
-    case DType::kFloat16: return static_cast<float>(static_cast<const Half*>(p)[i]);
-    case DType::kBFloat16: return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
-    case DType::kInt8: return static_cast<const int8_t*>(p)[i];
-    case DType::kUInt8: case DType::kBool: return static_cast<const uint8_t*>(p)[i];
-    case DType::kInt16: return static_cast<const int16_t*>(p)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(p)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::kFloat32:
+      return static_cast<const float*>(p)[i];
+    case DType::kFloat64:
+      return static_cast<const double*>(p)[i];
+    case DType::kFloat16:
+      return static_cast<float>(static_cast<const Half*>(p)[i]);
+    case DType::kBFloat16:
+      return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
+    case DType::kInt8:
+      return static_cast<const int8_t*>(p)[i];
+    case DType::kUInt8:
+    case DType::kBool:
+      return static_cast<const uint8_t*>(p)[i];
+    case DType::kInt16:
+      return static_cast<const int16_t*>(p)[i];
+    case DType::kInt32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
   }
   return 0;
 }
@@ -200,19 +256,23 @@ int main(int argc, char** argv) {
     const int rank = g->rank(), n = g->size();
     const size_t es = dtype_size(a.dtype);
     if (rank == 0 && !a.json) {
-      std::printf("# cohort-bench %s, %d ranks, %d iterations after %d warm-up\n", c.c_str(), n, a.iters, a.warmup);
-      std::printf("%12s %12s %8s %6s %5s %10s %10s %10s %7s\n", "size", "count", "type", "redop", "root", "time(us)",
-                  "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+      std::printf("# cohort-bench %s, %d ranks, %d iterations after %d warm-up\n", c.c_str(), n, a.iters,
+                  a.warmup);
+      std::printf("%12s %12s %8s %6s %5s %10s %10s %10s %7s\n", "size", "count", "type", "redop", "root",
+                  "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     }
     if (rank == 0 && a.json) std::printf("[");
     double busbw_sum = 0;
     int sizes = 0;
+    int64_t total_wrong = 0;
     for (size_t bytes = std::max(a.min_bytes, es); bytes <= a.max_bytes;
-         bytes = std::max(bytes + es, static_cast<size_t>(std::llround(static_cast<double>(bytes) * a.factor)))) {
+         bytes =
+             std::max(bytes + es, static_cast<size_t>(std::llround(static_cast<double>(bytes) * a.factor)))) {
       // count: elements of the per-rank input (nccl-tests' convention: the
       // size is the largest buffer; for all_gather the output).
       size_t count = bytes / es;
-      if (c == "all_gather" || c == "reduce_scatter" || c == "all_to_all") count = std::max<size_t>(1, count / n) * n;
+      if (c == "all_gather" || c == "reduce_scatter" || c == "all_to_all")
+        count = std::max<size_t>(1, count / n) * n;
       std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
       auto run = [&]() {
         if (c == "all_reduce") {
@@ -229,11 +289,13 @@ int main(int argc, char** argv) {
           o.op = a.op;
           g->reduce(Buffer{in.data(), count, a.dtype, {}}, o);
         } else if (c == "all_gather") {
-          g->all_gather_into_tensor(Buffer{out.data(), count, a.dtype, {}}, Buffer{in.data(), count / n, a.dtype, {}});
+          g->all_gather_into_tensor(Buffer{out.data(), count, a.dtype, {}},
+                                    Buffer{in.data(), count / n, a.dtype, {}});
         } else if (c == "reduce_scatter") {
           ReduceScatterOptions o;
           o.op = a.op;
-          g->reduce_scatter_tensor(Buffer{out.data(), count / n, a.dtype, {}}, Buffer{in.data(), count, a.dtype, {}}, o);
+          g->reduce_scatter_tensor(Buffer{out.data(), count / n, a.dtype, {}},
+                                   Buffer{in.data(), count, a.dtype, {}}, o);
         } else {
           g->all_to_all_single(Buffer{out.data(), count, a.dtype, {}}, Buffer{in.data(), count, a.dtype, {}});
         }
@@ -246,7 +308,8 @@ int main(int argc, char** argv) {
       g->barrier();
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < a.iters; ++i) run();
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / a.iters;
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / a.iters;
       AllReduceOptions max;
       max.op = ReduceOp::MAX;
       g->all_reduce(Buffer::of(&us, 1), max);
@@ -280,30 +343,40 @@ int main(int argc, char** argv) {
         }
         g->all_reduce(Buffer::of(&wrong, 1));
       }
+      total_wrong += wrong;
       double algbw = static_cast<double>(count * es) / us / 1e3;
       double busbw = algbw * bus_factor(c, n);
       busbw_sum += busbw;
       ++sizes;
       if (rank == 0) {
-        std::string op_name = (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? reduce_op_name(a.op) : "none";
+        std::string op_name =
+            (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? reduce_op_name(a.op) : "none";
         int root = (c == "broadcast" || c == "reduce") ? a.root : -1;
         if (a.json) {
-          std::printf("%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"time_us\":%.2f,"
-                      "\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
-                      sizes > 1 ? "," : "", count * es, count, dtype_name(a.dtype), op_name.c_str(), root, us, algbw,
-                      busbw, static_cast<long long>(wrong));
+          std::printf(
+              "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"time_us\":%.2f,"
+              "\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
+              sizes > 1 ? "," : "", count * es, count, dtype_name(a.dtype), op_name.c_str(), root, us, algbw,
+              busbw, static_cast<long long>(wrong));
         } else {
-          std::printf("%12zu %12zu %8s %6s %5d %10.2f %10.3f %10.3f %7lld\n", count * es, count, dtype_name(a.dtype),
-                      op_name.c_str(), root, us, algbw, busbw, static_cast<long long>(wrong));
+          std::printf("%12zu %12zu %8s %6s %5d %10.2f %10.3f %10.3f %7lld\n", count * es, count,
+                      dtype_name(a.dtype), op_name.c_str(), root, us, algbw, busbw,
+                      static_cast<long long>(wrong));
         }
         std::fflush(stdout);
       }
     }
     if (rank == 0) {
-      if (a.json) std::printf("]\n");
-      else std::printf("# Avg bus bandwidth    : %.3f GB/s\n", sizes ? busbw_sum / sizes : 0.0);
+      if (a.json)
+        std::printf("]\n");
+      else
+        std::printf("# Avg bus bandwidth    : %.3f GB/s\n", sizes ? busbw_sum / sizes : 0.0);
     }
     destroy_process_group();
+    if (total_wrong > 0) {
+      std::fprintf(stderr, "cohort-bench: %lld wrong elements\n", static_cast<long long>(total_wrong));
+      return 1;
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "cohort-bench: %s\n", e.what());
     return 1;

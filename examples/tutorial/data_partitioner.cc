@@ -27,7 +27,8 @@ class Partition {
 template <class T>
 class DataPartitioner {
  public:
-  DataPartitioner(const std::vector<T>& data, const std::vector<double>& sizes, unsigned seed = 1234) : data_(data) {
+  DataPartitioner(const std::vector<T>& data, const std::vector<double>& sizes, unsigned seed = 1234)
+      : data_(data) {
     std::vector<size_t> indexes(data.size());
     std::iota(indexes.begin(), indexes.end(), 0);
     std::mt19937 rng(seed);  // the same on every rank
@@ -35,11 +36,14 @@ class DataPartitioner {
     size_t start = 0;
     for (double frac : sizes) {
       size_t len = static_cast<size_t>(frac * static_cast<double>(data.size()));
-      partitions_.emplace_back(indexes.begin() + static_cast<long>(start), indexes.begin() + static_cast<long>(start + len));
+      partitions_.emplace_back(indexes.begin() + static_cast<long>(start),
+                               indexes.begin() + static_cast<long>(start + len));
       start += len;
     }
   }
-  Partition<T> use(int partition) const { return Partition<T>(data_, partitions_.at(static_cast<size_t>(partition))); }
+  Partition<T> use(int partition) const {
+    return Partition<T>(data_, partitions_.at(static_cast<size_t>(partition)));
+  }
 
  private:
   const std::vector<T>& data_;
@@ -64,7 +68,7 @@ int main() {
     sum += all[2 * r + 1];
   }
   std::printf("Rank %d has %lld samples (sum %lld); all ranks: %lld samples, sum %lld\n", rank,
-              static_cast<long long>(stats[0]), static_cast<long long>(stats[1]), static_cast<long long>(samples),
-              static_cast<long long>(sum));
+              static_cast<long long>(stats[0]), static_cast<long long>(stats[1]),
+              static_cast<long long>(samples), static_cast<long long>(sum));
   cohort::destroy_process_group();
 }

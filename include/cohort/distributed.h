@@ -70,21 +70,27 @@ std::vector<int> get_process_group_ranks(const std::shared_ptr<ProcessGroup>& gr
 
 // The module-level operations: on `group`, or on the default group.
 using GroupPtr = std::shared_ptr<ProcessGroup>;
-std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& options = {}, const GroupPtr& group = nullptr);
-std::shared_ptr<Work> all_reduce(const Buffer& buffer, const AllReduceOptions& options = {}, const GroupPtr& group = nullptr);
-std::shared_ptr<Work> reduce(const Buffer& buffer, const ReduceOptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& options = {},
+                                const GroupPtr& group = nullptr);
+std::shared_ptr<Work> all_reduce(const Buffer& buffer, const AllReduceOptions& options = {},
+                                 const GroupPtr& group = nullptr);
+std::shared_ptr<Work> reduce(const Buffer& buffer, const ReduceOptions& options = {},
+                             const GroupPtr& group = nullptr);
 std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                  const AllGatherOptions& options = {}, const GroupPtr& group = nullptr);
 std::shared_ptr<Work> all_gather_into_tensor(const Buffer& output, const Buffer& input,
-                                             const AllGatherOptions& options = {}, const GroupPtr& group = nullptr);
-std::shared_ptr<Work> gather(const std::vector<Buffer>& outputs, const Buffer& input, const GatherOptions& options = {},
-                             const GroupPtr& group = nullptr);
+                                             const AllGatherOptions& options = {},
+                                             const GroupPtr& group = nullptr);
+std::shared_ptr<Work> gather(const std::vector<Buffer>& outputs, const Buffer& input,
+                             const GatherOptions& options = {}, const GroupPtr& group = nullptr);
 std::shared_ptr<Work> scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                               const ScatterOptions& options = {}, const GroupPtr& group = nullptr);
 std::shared_ptr<Work> reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
-                                     const ReduceScatterOptions& options = {}, const GroupPtr& group = nullptr);
+                                     const ReduceScatterOptions& options = {},
+                                     const GroupPtr& group = nullptr);
 std::shared_ptr<Work> reduce_scatter_tensor(const Buffer& output, const Buffer& input,
-                                            const ReduceScatterOptions& options = {}, const GroupPtr& group = nullptr);
+                                            const ReduceScatterOptions& options = {},
+                                            const GroupPtr& group = nullptr);
 std::shared_ptr<Work> all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
                                  const AllToAllOptions& options = {}, const GroupPtr& group = nullptr);
 std::shared_ptr<Work> all_to_all_single(const Buffer& output, const Buffer& input,
@@ -93,18 +99,22 @@ std::shared_ptr<Work> all_to_all_single(const Buffer& output, const Buffer& inpu
                                         const AllToAllOptions& options = {}, const GroupPtr& group = nullptr);
 std::shared_ptr<Work> barrier(const BarrierOptions& options = {}, const GroupPtr& group = nullptr);
 // send/recv take global ranks, as torch's module-level functions do.
-std::shared_ptr<Work> send(const Buffer& buffer, int dst, const P2POptions& options = {}, const GroupPtr& group = nullptr);
-std::shared_ptr<Work> recv(const Buffer& buffer, int src, const P2POptions& options = {}, const GroupPtr& group = nullptr);
+std::shared_ptr<Work> send(const Buffer& buffer, int dst, const P2POptions& options = {},
+                           const GroupPtr& group = nullptr);
+std::shared_ptr<Work> recv(const Buffer& buffer, int src, const P2POptions& options = {},
+                           const GroupPtr& group = nullptr);
 std::shared_ptr<Work> isend(const Buffer& buffer, int dst, int tag = 0, const GroupPtr& group = nullptr);
 std::shared_ptr<Work> irecv(const Buffer& buffer, int src, int tag = 0, const GroupPtr& group = nullptr);
-std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops, const GroupPtr& group = nullptr);
+std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops,
+                                                     const GroupPtr& group = nullptr);
 
 // make_group builds a cohort-backend group over `store` (already namespaced
 // for it) without touching the default group: the ranks-as-threads tests
 // and tools use it. `master_host` picks the address to listen on (see
 // COHORT_SOCKET_IFNAME); empty means loopback.
 std::shared_ptr<ProcessGroup> make_group(std::shared_ptr<Store> store, int rank, int size,
-                                         std::chrono::milliseconds timeout, const std::string& name = "default",
+                                         std::chrono::milliseconds timeout,
+                                         const std::string& name = "default",
                                          const std::string& master_host = "");
 
 }  // namespace cohort

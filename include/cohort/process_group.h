@@ -165,7 +165,7 @@ class ProcessGroup {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<Work>, Task>> queue_;  // guarded by mu_
-  bool stopping_ = false;                                      // guarded by mu_
+  bool stopping_ = false;                                     // guarded by mu_
   std::exception_ptr broken_;  // worker thread only: why the group refuses work
   std::thread worker_;
 };

@@ -56,16 +56,46 @@ struct BFloat16 {
 // dtype_of<T>() is the DType of a C++ element type.
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::kFloat32; }
-template <> constexpr DType dtype_of<double>() { return DType::kFloat64; }
-template <> constexpr DType dtype_of<Half>() { return DType::kFloat16; }
-template <> constexpr DType dtype_of<BFloat16>() { return DType::kBFloat16; }
-template <> constexpr DType dtype_of<int8_t>() { return DType::kInt8; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::kUInt8; }
-template <> constexpr DType dtype_of<int16_t>() { return DType::kInt16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::kInt32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
-template <> constexpr DType dtype_of<bool>() { return DType::kBool; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::kFloat32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::kFloat64;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return DType::kFloat16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::kBFloat16;
+}
+template <>
+constexpr DType dtype_of<int8_t>() {
+  return DType::kInt8;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::kUInt8;
+}
+template <>
+constexpr DType dtype_of<int16_t>() {
+  return DType::kInt16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::kInt32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::kInt64;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::kBool;
+}
 
 enum class DeviceType : uint8_t { kCPU, kCUDA };
 

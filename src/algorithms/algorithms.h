@@ -19,10 +19,10 @@ namespace cohort {
 // AlgoContext is what every algorithm needs besides its buffers.
 struct AlgoContext {
   Transport& transport;
-  uint64_t sequence;             // the group's sequence number of this op
+  uint64_t sequence;  // the group's sequence number of this op
   Deadline deadline;
-  std::string what;              // "all_reduce #5 of group 0", for errors
-  std::vector<uint8_t>& scratch; // reused across operations; grows as needed
+  std::string what;               // "all_reduce #5 of group 0", for errors
+  std::vector<uint8_t>& scratch;  // reused across operations; grows as needed
 
   // tag makes each step's messages unique within the group.
   uint64_t tag(uint32_t step) const { return (sequence << 24) | (step & 0xFFFFFFu); }
@@ -56,7 +56,8 @@ Status scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& 
 
 // reduce_scatter leaves in rank q's output the reduction of every rank's
 // inputs[q].
-Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp::Kind op);
+Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs,
+                      ReduceOp::Kind op);
 
 // all_to_all sends inputs[q] to rank q, which receives it in outputs[rank].
 Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs);

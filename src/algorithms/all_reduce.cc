@@ -105,8 +105,8 @@ Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
     recvs.clear();
     uint32_t k = 0;
     for (size_t off = 0; off < send_bytes || (send_bytes == 0 && k == 0); off += seg, ++k) {
-      sends.push_back(SendRequest{right, MessageKind::kCollective, c.tag((step << 12) | k), base + send_off + off,
-                                  std::min(seg, send_bytes - off)});
+      sends.push_back(SendRequest{right, MessageKind::kCollective, c.tag((step << 12) | k),
+                                  base + send_off + off, std::min(seg, send_bytes - off)});
       if (send_bytes == 0) break;
     }
     k = 0;
@@ -154,7 +154,8 @@ Status sendrecv(AlgoContext& c, uint32_t step, int to, const void* send_data, si
 
 Status all_reduce(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op, Algorithm algorithm) {
   if (c.transport.size() == 1) return Status::ok_status();
-  if (algorithm == Algorithm::kRing && buf.count >= static_cast<size_t>(c.transport.size())) return ring(c, buf, op);
+  if (algorithm == Algorithm::kRing && buf.count >= static_cast<size_t>(c.transport.size()))
+    return ring(c, buf, op);
   return recursive_doubling(c, buf, op);
 }
 

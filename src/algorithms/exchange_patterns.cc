@@ -15,7 +15,8 @@ Status all_gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>
   for (int s = 0; s < p - 1; ++s) {
     const Buffer& out = outputs[(r - s + p) % p];
     const Buffer& in = outputs[(r - s - 1 + 2 * p) % p];
-    Status st = sendrecv(c, static_cast<uint32_t>(s), right, out.data, out.bytes(), left, in.data, in.bytes());
+    Status st =
+        sendrecv(c, static_cast<uint32_t>(s), right, out.data, out.bytes(), left, in.data, in.bytes());
     if (!st.ok()) return st;
   }
   return Status::ok_status();
@@ -25,11 +26,13 @@ Status all_gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>
 // block (r-s-1) and receives the total of block (r-s-2), adds its own input
 // to it, and passes that on next; after P-1 steps block r is complete at
 // rank r. Two scratch halves alternate as "sending" and "receiving".
-Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp::Kind op) {
+Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs,
+                      ReduceOp::Kind op) {
   const int p = c.transport.size();
   const int r = c.transport.rank();
   if (p == 1) {
-    if (output.data != inputs[0].data && output.bytes()) std::memcpy(output.data, inputs[0].data, output.bytes());
+    if (output.data != inputs[0].data && output.bytes())
+      std::memcpy(output.data, inputs[0].data, output.bytes());
     return Status::ok_status();
   }
   const int right = (r + 1) % p, left = (r + p - 1) % p;
@@ -46,7 +49,8 @@ Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Bu
     const Buffer& mine = inputs[b];
     const bool last = s == p - 2;  // then b == r: receive straight into the output
     uint8_t* into = last ? static_cast<uint8_t*>(output.data) : receiving;
-    Status st = sendrecv(c, static_cast<uint32_t>(s), right, sending, sending_bytes, left, into, mine.bytes());
+    Status st =
+        sendrecv(c, static_cast<uint32_t>(s), right, sending, sending_bytes, left, into, mine.bytes());
     if (!st.ok()) return st;
     reduce_into(mine.dtype, op, into, mine.data, mine.count);
     std::swap(sending, receiving);
@@ -63,7 +67,9 @@ Status gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& ou
   std::vector<RecvRequest> recvs;
   recvs.reserve(static_cast<size_t>(p));
   for (int q = 0; q < p; ++q) {
-    if (q != r) recvs.push_back(RecvRequest{q, MessageKind::kCollective, c.tag(0), outputs[q].data, outputs[q].bytes()});
+    if (q != r)
+      recvs.push_back(
+          RecvRequest{q, MessageKind::kCollective, c.tag(0), outputs[q].data, outputs[q].bytes()});
   }
   return c.transport.exchange(nullptr, 0, recvs.data(), recvs.size(), c.deadline, c.what);
 }
@@ -72,11 +78,13 @@ Status scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& 
   const int p = c.transport.size();
   const int r = c.transport.rank();
   if (r != root) return sendrecv(c, 0, -1, nullptr, 0, root, output.data, output.bytes());
-  if (output.data != inputs[r].data && output.bytes()) std::memcpy(output.data, inputs[r].data, output.bytes());
+  if (output.data != inputs[r].data && output.bytes())
+    std::memcpy(output.data, inputs[r].data, output.bytes());
   std::vector<SendRequest> sends;
   sends.reserve(static_cast<size_t>(p));
   for (int q = 0; q < p; ++q) {
-    if (q != r) sends.push_back(SendRequest{q, MessageKind::kCollective, c.tag(0), inputs[q].data, inputs[q].bytes()});
+    if (q != r)
+      sends.push_back(SendRequest{q, MessageKind::kCollective, c.tag(0), inputs[q].data, inputs[q].bytes()});
   }
   return c.transport.exchange(sends.data(), sends.size(), nullptr, 0, c.deadline, c.what);
 }

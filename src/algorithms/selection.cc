@@ -36,18 +36,23 @@ bool can_run(Algorithm a, Collective c) {
   switch (a) {
     case Algorithm::kRing:
       return c == Collective::kAllReduce || c == Collective::kAllGather || c == Collective::kReduceScatter;
-    case Algorithm::kRecursiveDoubling: return c == Collective::kAllReduce;
-    case Algorithm::kBinomialTree: return c == Collective::kBroadcast || c == Collective::kReduce;
-    case Algorithm::kDirect: return c == Collective::kGather || c == Collective::kScatter;
-    case Algorithm::kPairwise: return c == Collective::kAllToAll;
-    case Algorithm::kDissemination: return c == Collective::kBarrier;
+    case Algorithm::kRecursiveDoubling:
+      return c == Collective::kAllReduce;
+    case Algorithm::kBinomialTree:
+      return c == Collective::kBroadcast || c == Collective::kReduce;
+    case Algorithm::kDirect:
+      return c == Collective::kGather || c == Collective::kScatter;
+    case Algorithm::kPairwise:
+      return c == Collective::kAllToAll;
+    case Algorithm::kDissemination:
+      return c == Collective::kBarrier;
   }
   return false;
 }
 
 bool parse_algorithm(const std::string& name, Algorithm* out) {
-  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kBinomialTree, Algorithm::kDirect,
-                      Algorithm::kPairwise, Algorithm::kDissemination}) {
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kBinomialTree,
+                      Algorithm::kDirect, Algorithm::kPairwise, Algorithm::kDissemination}) {
     if (name == algorithm_name(a)) return *out = a, true;
   }
   return false;
@@ -57,27 +62,42 @@ bool parse_algorithm(const std::string& name, Algorithm* out) {
 
 const char* collective_name(Collective c) {
   switch (c) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kGather: return "gather";
-    case Collective::kScatter: return "scatter";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kAllToAll: return "all_to_all";
-    case Collective::kBarrier: return "barrier";
+    case Collective::kAllReduce:
+      return "all_reduce";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kReduce:
+      return "reduce";
+    case Collective::kAllGather:
+      return "all_gather";
+    case Collective::kGather:
+      return "gather";
+    case Collective::kScatter:
+      return "scatter";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kAllToAll:
+      return "all_to_all";
+    case Collective::kBarrier:
+      return "barrier";
   }
   return "?";
 }
 
 const char* algorithm_name(Algorithm a) {
   switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kRecursiveDoubling: return "recursive_doubling";
-    case Algorithm::kBinomialTree: return "binomial_tree";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kPairwise: return "pairwise";
-    case Algorithm::kDissemination: return "dissemination";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kRecursiveDoubling:
+      return "recursive_doubling";
+    case Algorithm::kBinomialTree:
+      return "binomial_tree";
+    case Algorithm::kDirect:
+      return "direct";
+    case Algorithm::kPairwise:
+      return "pairwise";
+    case Algorithm::kDissemination:
+      return "dissemination";
   }
   return "?";
 }

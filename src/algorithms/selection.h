@@ -12,7 +12,17 @@
 
 namespace cohort {
 
-enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kGather, kScatter, kReduceScatter, kAllToAll, kBarrier };
+enum class Collective {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier
+};
 
 enum class Algorithm { kRing, kRecursiveDoubling, kBinomialTree, kDirect, kPairwise, kDissemination };
 

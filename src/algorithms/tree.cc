@@ -46,7 +46,8 @@ Status broadcast(AlgoContext& c, const Buffer& buf, int root) {
     SendRequest sends[32];
     size_t ns = 0;
     for (int m = low >> 1; m > 0; m >>= 1) {
-      if (vr + m < p) sends[ns++] = SendRequest{real(vr + m), MessageKind::kCollective, c.tag(step), data + off, n};
+      if (vr + m < p)
+        sends[ns++] = SendRequest{real(vr + m), MessageKind::kCollective, c.tag(step), data + off, n};
     }
     Status st = c.transport.exchange(sends, ns, nullptr, 0, c.deadline, c.what);
     if (!st.ok()) return st;

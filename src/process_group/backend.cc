@@ -2,9 +2,15 @@
 
 namespace cohort {
 
-Status Backend::broadcast(const Buffer&, int, const OpContext&) { return unsupported("broadcast"); }
-Status Backend::all_reduce(const Buffer&, ReduceOp, const OpContext&) { return unsupported("all_reduce"); }
-Status Backend::reduce(const Buffer&, int, ReduceOp, const OpContext&) { return unsupported("reduce"); }
+Status Backend::broadcast(const Buffer&, int, const OpContext&) {
+  return unsupported("broadcast");
+}
+Status Backend::all_reduce(const Buffer&, ReduceOp, const OpContext&) {
+  return unsupported("all_reduce");
+}
+Status Backend::reduce(const Buffer&, int, ReduceOp, const OpContext&) {
+  return unsupported("reduce");
+}
 Status Backend::all_gather(const std::vector<Buffer>&, const Buffer&, const OpContext&) {
   return unsupported("all_gather");
 }
@@ -20,7 +26,9 @@ Status Backend::reduce_scatter(const Buffer&, const std::vector<Buffer>&, Reduce
 Status Backend::all_to_all(const std::vector<Buffer>&, const std::vector<Buffer>&, const OpContext&) {
   return unsupported("all_to_all");
 }
-Status Backend::barrier(const OpContext&) { return unsupported("barrier"); }
+Status Backend::barrier(const OpContext&) {
+  return unsupported("barrier");
+}
 void Backend::post_send(const Buffer&, int, int, const OpContext&, Completion done) {
   done(unsupported("send"), -1);
 }

@@ -24,7 +24,7 @@ namespace cohort {
 struct OpContext {
   uint64_t sequence;
   Deadline deadline;
-  const std::string* what;                       // points into `description`
+  const std::string* what;                         // points into `description`
   std::shared_ptr<const std::string> description;  // keep it while the op may run
 };
 
@@ -38,8 +38,10 @@ class Backend {
   virtual Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op);
   virtual Status reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op);
   virtual Status all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op);
-  virtual Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root, const OpContext& op);
-  virtual Status scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root, const OpContext& op);
+  virtual Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,
+                        const OpContext& op);
+  virtual Status scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root,
+                         const OpContext& op);
   virtual Status reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp reduce_op,
                                 const OpContext& op);
   virtual Status all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,

@@ -32,9 +32,9 @@ World& world() {
   return w;
 }
 
-std::shared_ptr<ProcessGroup> build_group(const std::shared_ptr<Store>& store, int rank, std::vector<int> global_ranks,
-                                          std::chrono::milliseconds timeout, const std::string& name,
-                                          const std::string& master_host) {
+std::shared_ptr<ProcessGroup> build_group(const std::shared_ptr<Store>& store, int rank,
+                                          std::vector<int> global_ranks, std::chrono::milliseconds timeout,
+                                          const std::string& name, const std::string& master_host) {
   const int size = static_cast<int>(global_ranks.size());
   auto address = tcp::local_address(master_host);
   if (!address.ok()) throw_status(address.status().with_context("group " + name));
@@ -53,7 +53,8 @@ std::chrono::milliseconds default_timeout() {
 GroupPtr resolve(const GroupPtr& group) {
   if (group) return group;
   std::lock_guard<std::mutex> lock(world().mu);
-  if (!world().group) throw InvalidArgument("the default process group is not initialized: call init_process_group");
+  if (!world().group)
+    throw InvalidArgument("the default process group is not initialized: call init_process_group");
   return world().group;
 }
 
@@ -64,8 +65,8 @@ std::shared_ptr<ProcessGroup> make_group(std::shared_ptr<Store> store, int rank,
                                          const std::string& master_host) {
   if (!store) throw InvalidArgument("make_group: the store is null");
   if (size < 1 || rank < 0 || rank >= size) {
-    throw InvalidArgument("make_group: rank " + std::to_string(rank) + " of world size " + std::to_string(size) +
-                          " is out of range");
+    throw InvalidArgument("make_group: rank " + std::to_string(rank) + " of world size " +
+                          std::to_string(size) + " is out of range");
   }
   std::vector<int> ranks(static_cast<size_t>(size));
   for (int i = 0; i < size; ++i) ranks[i] = i;
@@ -77,7 +78,8 @@ void init_process_group(const InitOptions& options) {
   World& w = world();
   {
     std::lock_guard<std::mutex> lock(w.mu);
-    if (w.group) throw InvalidArgument("init_process_group: the default process group is already initialized");
+    if (w.group)
+      throw InvalidArgument("init_process_group: the default process group is already initialized");
   }
   const std::string& b = options.backend;
   if (b == "mpi" || b == "nccl") {
@@ -96,8 +98,8 @@ void init_process_group(const InitOptions& options) {
                             std::to_string(rank) + ", world_size " + std::to_string(world_size) + ")");
     }
     if (rank >= world_size) {
-      throw InvalidArgument("init_process_group: rank " + std::to_string(rank) + " is out of range for world_size " +
-                            std::to_string(world_size));
+      throw InvalidArgument("init_process_group: rank " + std::to_string(rank) +
+                            " is out of range for world_size " + std::to_string(world_size));
     }
   } else {
     Rendezvous rv = rendezvous(options.init_method, rank, world_size, timeout, &master_host);
@@ -146,9 +148,15 @@ bool is_initialized() {
   return world().group != nullptr;
 }
 
-int get_rank(const GroupPtr& group) { return resolve(group)->rank(); }
-int get_world_size(const GroupPtr& group) { return resolve(group)->size(); }
-std::shared_ptr<ProcessGroup> default_group() { return resolve(nullptr); }
+int get_rank(const GroupPtr& group) {
+  return resolve(group)->rank();
+}
+int get_world_size(const GroupPtr& group) {
+  return resolve(group)->size();
+}
+std::shared_ptr<ProcessGroup> default_group() {
+  return resolve(nullptr);
+}
 
 std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds timeout) {
   World& w = world();
@@ -175,7 +183,8 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::c
       throw InvalidArgument("new_group: rank " + std::to_string(r) + " is out of range for world size " +
                             std::to_string(world_size));
     }
-    if (!seen.insert(r).second) throw InvalidArgument("new_group: rank " + std::to_string(r) + " is listed twice");
+    if (!seen.insert(r).second)
+      throw InvalidArgument("new_group: rank " + std::to_string(r) + " is listed twice");
   }
   auto it = std::find(ranks.begin(), ranks.end(), my_rank);
   if (it == ranks.end()) return nullptr;  // not a member: nothing to wait for
@@ -201,8 +210,9 @@ int get_group_rank(const GroupPtr& group, int global_rank) {
 int get_global_rank(const GroupPtr& group, int group_rank) {
   if (!group) throw InvalidArgument("get_global_rank: the group is null (this rank is not a member)");
   if (group_rank < 0 || group_rank >= group->size()) {
-    throw InvalidArgument("get_global_rank: group rank " + std::to_string(group_rank) + " is out of range for group " +
-                          group->name() + " of " + std::to_string(group->size()));
+    throw InvalidArgument("get_global_rank: group rank " + std::to_string(group_rank) +
+                          " is out of range for group " + group->name() + " of " +
+                          std::to_string(group->size()));
   }
   return group->global_ranks()[group_rank];
 }
@@ -228,12 +238,12 @@ std::shared_ptr<Work> reduce(const Buffer& b, const ReduceOptions& o, const Grou
   local.dst = get_group_rank(g, o.dst);
   return g->reduce(b, local);
 }
-std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const AllGatherOptions& o,
-                                 const GroupPtr& group) {
+std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
+                                 const AllGatherOptions& o, const GroupPtr& group) {
   return resolve(group)->all_gather(outputs, input, o);
 }
-std::shared_ptr<Work> all_gather_into_tensor(const Buffer& output, const Buffer& input, const AllGatherOptions& o,
-                                             const GroupPtr& group) {
+std::shared_ptr<Work> all_gather_into_tensor(const Buffer& output, const Buffer& input,
+                                             const AllGatherOptions& o, const GroupPtr& group) {
   return resolve(group)->all_gather_into_tensor(output, input, o);
 }
 std::shared_ptr<Work> gather(const std::vector<Buffer>& outputs, const Buffer& input, const GatherOptions& o,
@@ -243,8 +253,8 @@ std::shared_ptr<Work> gather(const std::vector<Buffer>& outputs, const Buffer& i
   local.dst = get_group_rank(g, o.dst);
   return g->gather(outputs, input, local);
 }
-std::shared_ptr<Work> scatter(const Buffer& output, const std::vector<Buffer>& inputs, const ScatterOptions& o,
-                              const GroupPtr& group) {
+std::shared_ptr<Work> scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                              const ScatterOptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
   ScatterOptions local = o;
   local.src = get_group_rank(g, o.src);
@@ -254,8 +264,8 @@ std::shared_ptr<Work> reduce_scatter(const Buffer& output, const std::vector<Buf
                                      const ReduceScatterOptions& o, const GroupPtr& group) {
   return resolve(group)->reduce_scatter(output, inputs, o);
 }
-std::shared_ptr<Work> reduce_scatter_tensor(const Buffer& output, const Buffer& input, const ReduceScatterOptions& o,
-                                            const GroupPtr& group) {
+std::shared_ptr<Work> reduce_scatter_tensor(const Buffer& output, const Buffer& input,
+                                            const ReduceScatterOptions& o, const GroupPtr& group) {
   return resolve(group)->reduce_scatter_tensor(output, input, o);
 }
 std::shared_ptr<Work> all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
@@ -264,11 +274,13 @@ std::shared_ptr<Work> all_to_all(const std::vector<Buffer>& outputs, const std::
 }
 std::shared_ptr<Work> all_to_all_single(const Buffer& output, const Buffer& input,
                                         const std::vector<size_t>& output_split_sizes,
-                                        const std::vector<size_t>& input_split_sizes, const AllToAllOptions& o,
-                                        const GroupPtr& group) {
+                                        const std::vector<size_t>& input_split_sizes,
+                                        const AllToAllOptions& o, const GroupPtr& group) {
   return resolve(group)->all_to_all_single(output, input, output_split_sizes, input_split_sizes, o);
 }
-std::shared_ptr<Work> barrier(const BarrierOptions& o, const GroupPtr& group) { return resolve(group)->barrier(o); }
+std::shared_ptr<Work> barrier(const BarrierOptions& o, const GroupPtr& group) {
+  return resolve(group)->barrier(o);
+}
 std::shared_ptr<Work> send(const Buffer& b, int dst, const P2POptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
   return g->send(b, get_group_rank(g, dst), o);

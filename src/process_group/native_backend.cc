@@ -31,7 +31,8 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
 Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) {
   auto algorithm = choose_algorithm(Collective::kAllReduce, buffer.bytes(), transport_->size());
   if (!algorithm.ok()) return algorithm.status();
-  if (reduce_op.kind == ReduceOp::PREMUL_SUM) scale(buffer.dtype, buffer.data, buffer.count, reduce_op.factor);
+  if (reduce_op.kind == ReduceOp::PREMUL_SUM)
+    scale(buffer.dtype, buffer.data, buffer.count, reduce_op.factor);
   AlgoContext c = context(op);
   Status st = cohort::all_reduce(c, buffer, algorithm_op(reduce_op), algorithm.value());
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
@@ -58,7 +59,8 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
   return st;
 }
 
-Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op) {
+Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
+                                 const OpContext& op) {
   AlgoContext c = context(op);
   return cohort::all_gather(c, input, outputs);
 }
@@ -75,8 +77,8 @@ Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& i
   return cohort::scatter(c, output, inputs, root);
 }
 
-Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp reduce_op,
-                                     const OpContext& op) {
+Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
+                                     ReduceOp reduce_op, const OpContext& op) {
   std::vector<Buffer> views = inputs;
   if (reduce_op.kind == ReduceOp::PREMUL_SUM) {
     size_t total = 0;
@@ -110,8 +112,8 @@ Status NativeBackend::barrier(const OpContext& op) {
 }
 
 void NativeBackend::post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done) {
-  SendRequest s{dst, MessageKind::kPointToPoint, static_cast<uint64_t>(static_cast<int64_t>(tag)), buffer.data,
-                buffer.bytes()};
+  SendRequest s{dst, MessageKind::kPointToPoint, static_cast<uint64_t>(static_cast<int64_t>(tag)),
+                buffer.data, buffer.bytes()};
   transport_->post_send(s, op.deadline, op.what, std::move(done));
 }
 

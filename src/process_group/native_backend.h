@@ -17,8 +17,10 @@ class NativeBackend : public Backend {
   Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) override;
   Status reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) override;
   Status all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op) override;
-  Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root, const OpContext& op) override;
-  Status scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root, const OpContext& op) override;
+  Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,
+                const OpContext& op) override;
+  Status scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root,
+                 const OpContext& op) override;
   Status reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp reduce_op,
                         const OpContext& op) override;
   Status all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,

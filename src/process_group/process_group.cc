@@ -10,9 +10,7 @@
 #include "reduce/reduce.h"
 
 namespace cohort {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vector<int> global_ranks,
                            std::string name, std::chrono::milliseconds timeout)
@@ -37,12 +35,14 @@ ProcessGroup::~ProcessGroup() {
   backend_.reset();
 }
 
-std::string ProcessGroup::backend_name() const { return backend_->name(); }
+std::string ProcessGroup::backend_name() const {
+  return backend_->name();
+}
 
 void ProcessGroup::check_rank(int r, const char* what) const {
   if (r < 0 || r >= size()) {
-    throw InvalidArgument(std::string(what) + " is " + std::to_string(r) + ", out of range for group " + name_ +
-                          " of " + std::to_string(size()) + " ranks");
+    throw InvalidArgument(std::string(what) + " is " + std::to_string(r) + ", out of range for group " +
+                          name_ + " of " + std::to_string(size()) + " ranks");
   }
 }
 
@@ -84,12 +84,14 @@ void ProcessGroup::worker_loop() {
   }
   for (auto& item : left) {
     item.first->complete(status_exception(
-        Status(StatusCode::kBackendError, item.first->description() + " was cancelled: group " + name_ + " was destroyed")));
+        Status(StatusCode::kBackendError,
+               item.first->description() + " was cancelled: group " + name_ + " was destroyed")));
   }
 }
 
 std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const CollectiveOptions& options,
-                                            std::function<void(Work&, const OpContext&)> run, bool is_collective) {
+                                            std::function<void(Work&, const OpContext&)> run,
+                                            bool is_collective) {
   // Collectives are numbered alike on every rank (their messages carry the
   // number); point-to-point calls need not match up, so they count apart.
   const uint64_t seq = is_collective ? ++sequence_ : ++p2p_sequence_;
@@ -99,9 +101,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
   const auto timeout = options.timeout.count() > 0 ? options.timeout : timeout_;
   // The deadline counts from the call, not from when the worker gets to it.
   OpContext context{seq, Deadline::after(timeout), what.get(), what};
-  Task task = [this, work, what, context, run = std::move(run)] {
-    run(*work, context);
-  };
+  Task task = [this, work, what, context, run = std::move(run)] { run(*work, context); };
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw InvalidArgument(op + ": group " + name_ + " is being destroyed");
@@ -113,14 +113,18 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const CollectiveOptions& options,
-                                               std::function<void(const OpContext&, std::exception_ptr*)> run) {
-  return enqueue(op, options, [this, run = std::move(run)](Work& work, const OpContext& context) {
-    std::exception_ptr error;
-    run(context, &error);
-    if (error) mark_broken(error, *context.what);
-    work.complete(error);
-  }, true);
+std::shared_ptr<Work> ProcessGroup::collective(
+    const std::string& op, const CollectiveOptions& options,
+    std::function<void(const OpContext&, std::exception_ptr*)> run) {
+  return enqueue(
+      op, options,
+      [this, run = std::move(run)](Work& work, const OpContext& context) {
+        std::exception_ptr error;
+        run(context, &error);
+        if (error) mark_broken(error, *context.what);
+        work.complete(error);
+      },
+      true);
 }
 
 // mark_broken makes the group refuse new work after `what` failed: its
@@ -142,7 +146,7 @@ void ProcessGroup::mark_broken(std::exception_ptr error, const std::string& what
     message = e.what();
   }
   broken_ = status_exception(Status(code, "group " + name_ + " can no longer be used because " + what +
-                                          " failed (create a new group): " + message));
+                                              " failed (create a new group): " + message));
 }
 
 void ProcessGroup::abort(const std::string& reason) {

@@ -11,7 +11,9 @@
 namespace cohort {
 namespace {
 
-[[noreturn]] void bad(const std::string& op, const std::string& why) { throw InvalidArgument(op + ": " + why); }
+[[noreturn]] void bad(const std::string& op, const std::string& why) {
+  throw InvalidArgument(op + ": " + why);
+}
 
 void check_buffer(const std::string& op, const Buffer& b, const std::string& name) {
   if (b.data == nullptr && b.count > 0) {
@@ -28,10 +30,11 @@ void check_dtype(const std::string& op, const Buffer& expected, const Buffer& b,
   }
 }
 
-void check_list(const std::string& op, const std::vector<Buffer>& list, const std::string& name, int expected) {
+void check_list(const std::string& op, const std::vector<Buffer>& list, const std::string& name,
+                int expected) {
   if (static_cast<int>(list.size()) != expected) {
-    bad(op, name + " has " + std::to_string(list.size()) + " buffers; the group has " + std::to_string(expected) +
-                " ranks");
+    bad(op, name + " has " + std::to_string(list.size()) + " buffers; the group has " +
+                std::to_string(expected) + " ranks");
   }
   for (size_t i = 0; i < list.size(); ++i) check_buffer(op, list[i], name + "[" + std::to_string(i) + "]");
 }
@@ -88,10 +91,12 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
   const std::string op = "all_gather";
   check_buffer(op, input, "input");
   check_list(op, outputs, "outputs", size());
-  for (size_t i = 0; i < outputs.size(); ++i) check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
   if (outputs[rank_].count != input.count) {
-    bad(op, "outputs[" + std::to_string(rank_) + "] (this rank's slot) holds " + std::to_string(outputs[rank_].count) +
-                " elements but the input has " + std::to_string(input.count));
+    bad(op, "outputs[" + std::to_string(rank_) + "] (this rank's slot) holds " +
+                std::to_string(outputs[rank_].count) + " elements but the input has " +
+                std::to_string(input.count));
   }
   return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->all_gather(outputs, input, c), e);
@@ -109,7 +114,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
                 " x " + std::to_string(input.count));
   }
   std::vector<Buffer> outputs;
-  for (int q = 0; q < size(); ++q) outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
+  for (int q = 0; q < size(); ++q)
+    outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
   return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->all_gather(outputs, input, c), e);
   });
@@ -122,7 +128,8 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
   check_rank(o.dst, "gather dst");
   if (rank_ == o.dst) {
     check_list(op, outputs, "outputs", size());
-    for (size_t i = 0; i < outputs.size(); ++i) check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < outputs.size(); ++i)
+      check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
     if (outputs[rank_].count != input.count) {
       bad(op, "outputs[" + std::to_string(rank_) + "] holds " + std::to_string(outputs[rank_].count) +
                   " elements but the input has " + std::to_string(input.count));
@@ -142,7 +149,8 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
   check_rank(o.src, "scatter src");
   if (rank_ == o.src) {
     check_list(op, inputs, "inputs", size());
-    for (size_t i = 0; i < inputs.size(); ++i) check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
     if (inputs[rank_].count != output.count) {
       bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
                   " elements but the output has " + std::to_string(output.count));
@@ -161,7 +169,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
   check_buffer(op, output, "output");
   check_list(op, inputs, "inputs", size());
   check_reduce(op, output, o.op);
-  for (size_t i = 0; i < inputs.size(); ++i) check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
   if (inputs[rank_].count != output.count) {
     bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
                 " elements but the output has " + std::to_string(output.count));
@@ -179,18 +188,19 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
   check_dtype(op, output, input, "input");
   check_reduce(op, output, o.op);
   if (input.count != output.count * static_cast<size_t>(size())) {
-    bad(op, "input holds " + std::to_string(input.count) + " elements; expected " + std::to_string(size()) + " x " +
-                std::to_string(output.count));
+    bad(op, "input holds " + std::to_string(input.count) + " elements; expected " + std::to_string(size()) +
+                " x " + std::to_string(output.count));
   }
   std::vector<Buffer> inputs;
-  for (int q = 0; q < size(); ++q) inputs.push_back(slice(input, static_cast<size_t>(q) * output.count, output.count));
+  for (int q = 0; q < size(); ++q)
+    inputs.push_back(slice(input, static_cast<size_t>(q) * output.count, output.count));
   return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
   });
 }
 
-std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
-                                               const AllToAllOptions& o) {
+std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs,
+                                               const std::vector<Buffer>& inputs, const AllToAllOptions& o) {
   const std::string op = "all_to_all";
   check_list(op, outputs, "outputs", size());
   check_list(op, inputs, "inputs", size());
@@ -219,19 +229,20 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
   auto splits = [&](const std::vector<size_t>& given, const Buffer& b, const char* name) {
     if (given.empty()) {
       if (b.count % p != 0) {
-        bad(op, std::string(name) + " holds " + std::to_string(b.count) + " elements, which do not split evenly over " +
-                    std::to_string(p) + " ranks; give split sizes");
+        bad(op, std::string(name) + " holds " + std::to_string(b.count) +
+                    " elements, which do not split evenly over " + std::to_string(p) +
+                    " ranks; give split sizes");
       }
       return std::vector<size_t>(p, b.count / p);
     }
     if (given.size() != p) {
-      bad(op, std::string(name) + "_split_sizes has " + std::to_string(given.size()) + " entries; the group has " +
-                  std::to_string(p) + " ranks");
+      bad(op, std::string(name) + "_split_sizes has " + std::to_string(given.size()) +
+                  " entries; the group has " + std::to_string(p) + " ranks");
     }
     size_t sum = std::accumulate(given.begin(), given.end(), size_t{0});
     if (sum != b.count) {
-      bad(op, std::string(name) + "_split_sizes add up to " + std::to_string(sum) + " but " + name + " holds " +
-                  std::to_string(b.count) + " elements");
+      bad(op, std::string(name) + "_split_sizes add up to " + std::to_string(sum) + " but " + name +
+                  " holds " + std::to_string(b.count) + " elements");
     }
     return given;
   };
@@ -255,7 +266,8 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
-  return collective("barrier", o, [this](const OpContext& c, std::exception_ptr* e) { fail_on(backend_->barrier(c), e); });
+  return collective("barrier", o,
+                    [this](const OpContext& c, std::exception_ptr* e) { fail_on(backend_->barrier(c), e); });
 }
 
 std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2POptions& o) {
@@ -263,16 +275,18 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
   check_buffer(op, buffer, "buffer");
   check_rank(dst, "send dst");
   if (dst == rank_) bad(op, "dst is this rank (" + std::to_string(dst) + "); a rank cannot send to itself");
-  return enqueue(op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), o,
-                 [this, buffer, dst, o](Work& work, const OpContext& c) {
-                   auto keep = work.shared_from_this();
-                   backend_->post_send(buffer, dst, o.tag, c, [this, keep, owner = c.description](const Status& st, int) {
-                     std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
-                     if (error) mark_broken(error, *owner);
-                     keep->complete(error);
-                   });
-                 },
-                 false);
+  return enqueue(
+      op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), o,
+      [this, buffer, dst, o](Work& work, const OpContext& c) {
+        auto keep = work.shared_from_this();
+        backend_->post_send(buffer, dst, o.tag, c,
+                            [this, keep, owner = c.description](const Status& st, int) {
+                              std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+                              if (error) mark_broken(error, *owner);
+                              keep->complete(error);
+                            });
+      },
+      false);
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2POptions& o) {
@@ -280,19 +294,22 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
   check_buffer(op, buffer, "buffer");
   if (src != kAnySourceRank) {
     check_rank(src, "recv src");
-    if (src == rank_) bad(op, "src is this rank (" + std::to_string(src) + "); a rank cannot receive from itself");
+    if (src == rank_)
+      bad(op, "src is this rank (" + std::to_string(src) + "); a rank cannot receive from itself");
   }
   const std::string from = src == kAnySourceRank ? "any rank" : std::to_string(src);
-  return enqueue(op + " from " + from + " tag " + std::to_string(o.tag), o,
-                 [this, buffer, src, o](Work& work, const OpContext& c) {
-                   auto keep = work.shared_from_this();
-                   backend_->post_recv(buffer, src, o.tag, c, [this, keep, owner = c.description](const Status& st, int source) {
-                     std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
-                     if (error) mark_broken(error, *owner);
-                     keep->complete(error, source);
-                   });
-                 },
-                 false);
+  return enqueue(
+      op + " from " + from + " tag " + std::to_string(o.tag), o,
+      [this, buffer, src, o](Work& work, const OpContext& c) {
+        auto keep = work.shared_from_this();
+        backend_->post_recv(buffer, src, o.tag, c,
+                            [this, keep, owner = c.description](const Status& st, int source) {
+                              std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+                              if (error) mark_broken(error, *owner);
+                              keep->complete(error, source);
+                            });
+      },
+      false);
 }
 
 std::shared_ptr<Work> ProcessGroup::isend(const Buffer& buffer, int dst, int tag) {

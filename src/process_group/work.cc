@@ -55,7 +55,9 @@ void Work::then(std::function<void(Work&)> callback) {
   callback(*this);
 }
 
-std::shared_future<void> Work::get_future() { return future_; }
+std::shared_future<void> Work::get_future() {
+  return future_;
+}
 
 void Work::complete(std::exception_ptr error, int source_rank) {
   std::vector<std::function<void(Work&)>> callbacks;

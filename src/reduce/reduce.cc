@@ -24,7 +24,8 @@ inline T wrap_mul(T a, T b) {
     // Promote to unsigned int at least, so that uint16 * uint16 cannot
     // overflow a signed int on the way.
     using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
+    return static_cast<T>(
+        static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
   } else if constexpr (std::is_integral_v<T> && sizeof(T) < sizeof(unsigned)) {
     return static_cast<T>(static_cast<unsigned>(a) * static_cast<unsigned>(b));
   } else {
@@ -130,27 +131,41 @@ Status check_reduce_op(DType dtype, ReduceOp op) {
 
 void reduce_into(DType dtype, ReduceOp::Kind op, void* dst, const void* src, size_t n) {
   switch (dtype) {
-    case DType::kFloat32: return reduce_native(op, static_cast<float*>(dst), static_cast<const float*>(src), n);
-    case DType::kFloat64: return reduce_native(op, static_cast<double*>(dst), static_cast<const double*>(src), n);
-    case DType::kFloat16: return reduce_narrow(op, static_cast<Half*>(dst), static_cast<const Half*>(src), n);
+    case DType::kFloat32:
+      return reduce_native(op, static_cast<float*>(dst), static_cast<const float*>(src), n);
+    case DType::kFloat64:
+      return reduce_native(op, static_cast<double*>(dst), static_cast<const double*>(src), n);
+    case DType::kFloat16:
+      return reduce_narrow(op, static_cast<Half*>(dst), static_cast<const Half*>(src), n);
     case DType::kBFloat16:
       return reduce_narrow(op, static_cast<BFloat16*>(dst), static_cast<const BFloat16*>(src), n);
-    case DType::kInt8: return reduce_native(op, static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), n);
-    case DType::kUInt8: return reduce_native(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
-    case DType::kInt16: return reduce_native(op, static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), n);
-    case DType::kInt32: return reduce_native(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n);
-    case DType::kInt64: return reduce_native(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n);
-    case DType::kBool: return reduce_bool(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+    case DType::kInt8:
+      return reduce_native(op, static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), n);
+    case DType::kUInt8:
+      return reduce_native(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+    case DType::kInt16:
+      return reduce_native(op, static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), n);
+    case DType::kInt32:
+      return reduce_native(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n);
+    case DType::kInt64:
+      return reduce_native(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n);
+    case DType::kBool:
+      return reduce_bool(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
   }
 }
 
 void scale(DType dtype, void* data, size_t n, double factor) {
   switch (dtype) {
-    case DType::kFloat32: return scale_native(static_cast<float*>(data), n, factor);
-    case DType::kFloat64: return scale_native(static_cast<double*>(data), n, factor);
-    case DType::kFloat16: return scale_narrow(static_cast<Half*>(data), n, factor);
-    case DType::kBFloat16: return scale_narrow(static_cast<BFloat16*>(data), n, factor);
-    default: return;  // refused earlier by check_reduce_op
+    case DType::kFloat32:
+      return scale_native(static_cast<float*>(data), n, factor);
+    case DType::kFloat64:
+      return scale_native(static_cast<double*>(data), n, factor);
+    case DType::kFloat16:
+      return scale_narrow(static_cast<Half*>(data), n, factor);
+    case DType::kBFloat16:
+      return scale_narrow(static_cast<BFloat16*>(data), n, factor);
+    default:
+      return;  // refused earlier by check_reduce_op
   }
 }
 

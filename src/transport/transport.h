@@ -39,8 +39,8 @@ struct RecvRequest {
   MessageKind kind;
   uint64_t tag;
   void* data;
-  size_t bytes;          // the message must be exactly this long
-  int source = -1;       // filled in: who sent it
+  size_t bytes;     // the message must be exactly this long
+  int source = -1;  // filled in: who sent it
   // on_arrival, when set, runs (inside exchange) as soon as this message is
   // in, while the rest of the batch is still in flight: a pipelined
   // algorithm reduces one segment while the next arrives.
@@ -72,8 +72,10 @@ class Transport {
   // exchange() or progress(), by calling `done` on the thread driving the
   // transport. The data must stay valid until then. `what` must outlive the
   // request. This is how isend/irecv never block the group's other work.
-  virtual void post_send(const SendRequest& send, Deadline deadline, const std::string* what, Completion done) = 0;
-  virtual void post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what, Completion done) = 0;
+  virtual void post_send(const SendRequest& send, Deadline deadline, const std::string* what,
+                         Completion done) = 0;
+  virtual void post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what,
+                         Completion done) = 0;
 
   // has_pending is true while a posted request has not completed.
   virtual bool has_pending() const = 0;

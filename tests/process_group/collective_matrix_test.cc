@@ -30,8 +30,8 @@ TEST_P(CollectiveMatrix, AllReduceEveryDtypeOpAndSize) {
           for (size_t i = 0; i < n; ++i) {
             double want = stored(d, expected(d, op, world, i));
             if (!close_enough(d, buf.at(i), want)) {
-              ADD_FAILURE() << "rank " << g.rank() << " " << label(d, op, n) << " [" << i << "] = " << buf.at(i)
-                            << ", expected " << want;
+              ADD_FAILURE() << "rank " << g.rank() << " " << label(d, op, n) << " [" << i
+                            << "] = " << buf.at(i) << ", expected " << want;
               break;
             }
           }
@@ -58,8 +58,8 @@ TEST_P(CollectiveMatrix, ReduceEveryDtypeOpAndSizeToFirstAndLastRank) {
               double want = g.rank() == root ? stored(d, expected(d, op, world, i))
                                              : stored(d, contribution(d, op, g.rank(), i));
               if (!close_enough(d, buf.at(i), want)) {
-                ADD_FAILURE() << "rank " << g.rank() << " root " << root << " " << label(d, op, n) << " [" << i
-                              << "] = " << buf.at(i) << ", expected " << want;
+                ADD_FAILURE() << "rank " << g.rank() << " root " << root << " " << label(d, op, n) << " ["
+                              << i << "] = " << buf.at(i) << ", expected " << want;
                 break;
               }
             }
@@ -88,8 +88,8 @@ TEST_P(CollectiveMatrix, ReduceScatterEveryDtypeOpAndSize) {
           for (size_t i = 0; i < n; ++i) {
             double want = stored(d, expected(d, op, world, base + i));
             if (!close_enough(d, output.at(i), want)) {
-              ADD_FAILURE() << "rank " << g.rank() << " " << label(d, op, n) << " [" << i << "] = " << output.at(i)
-                            << ", expected " << want;
+              ADD_FAILURE() << "rank " << g.rank() << " " << label(d, op, n) << " [" << i
+                            << "] = " << output.at(i) << ", expected " << want;
               break;
             }
           }
@@ -100,7 +100,9 @@ TEST_P(CollectiveMatrix, ReduceScatterEveryDtypeOpAndSize) {
 }
 
 // Per-rank counts that differ: rank q contributes q+1 (or 0 for rank 1).
-size_t uneven(int q, size_t scale) { return q == 1 ? 0 : (static_cast<size_t>(q) + 1) * scale; }
+size_t uneven(int q, size_t scale) {
+  return q == 1 ? 0 : (static_cast<size_t>(q) + 1) * scale;
+}
 
 TEST_P(CollectiveMatrix, BroadcastFromEveryRoot) {
   const int world = GetParam();
@@ -116,7 +118,8 @@ TEST_P(CollectiveMatrix, BroadcastFromEveryRoot) {
         g.broadcast(Buffer::of(v), o);
         for (size_t i = 0; i < n; ++i) {
           if (v[i] != static_cast<int32_t>(i * 3 + root)) {
-            ADD_FAILURE() << "rank " << g.rank() << " root " << root << " n " << n << " [" << i << "] = " << v[i];
+            ADD_FAILURE() << "rank " << g.rank() << " root " << root << " n " << n << " [" << i
+                          << "] = " << v[i];
             break;
           }
         }
@@ -235,7 +238,8 @@ TEST_P(CollectiveMatrix, AllToAllListsAndSingleWithUnevenSplits) {
     g.all_to_all_single(Buffer::of(flat_out), Buffer::of(flat_in), out_splits, in_splits);
     size_t off = 0;
     for (int q = 0; q < world; ++q) {
-      for (size_t i = 0; i < out_splits[q]; ++i) ASSERT_EQ(flat_out[off + i], static_cast<float>(100 * q + r));
+      for (size_t i = 0; i < out_splits[q]; ++i)
+        ASSERT_EQ(flat_out[off + i], static_cast<float>(100 * q + r));
       off += out_splits[q];
     }
   });
@@ -279,7 +283,11 @@ TEST_P(CollectiveMatrix, PointToPointRingAndAnySource) {
     // irecv first on every rank, then send: must not deadlock.
     std::vector<int32_t> got(10, -1), mine(10, r);
     auto pending = g.irecv(Buffer::of(got), left, 3);
-    g.send(Buffer::of(mine), right, [] { P2POptions o; o.tag = 3; return o; }());
+    g.send(Buffer::of(mine), right, [] {
+      P2POptions o;
+      o.tag = 3;
+      return o;
+    }());
     pending->wait();
     EXPECT_EQ(got[0], left);
     // Receive from any source: rank 0 hears from everyone, in any order.
@@ -311,7 +319,9 @@ TEST_P(CollectiveMatrix, PointToPointRingAndAnySource) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectiveMatrix, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const ::testing::TestParamInfo<int>& p) { return "P" + std::to_string(p.param); });
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return "P" + std::to_string(p.param);
+                         });
 
 }  // namespace
 }  // namespace cohort::testing

@@ -21,10 +21,10 @@ std::string message_of(const std::function<void()>& f) {
   return "(no exception)";
 }
 
-#define EXPECT_INVALID(call, fragment)                                        \
-  do {                                                                        \
-    std::string m = message_of([&] { call; });                                \
-    EXPECT_NE(m.find(fragment), std::string::npos) << "message: " << m;       \
+#define EXPECT_INVALID(call, fragment)                                  \
+  do {                                                                  \
+    std::string m = message_of([&] { call; });                          \
+    EXPECT_NE(m.find(fragment), std::string::npos) << "message: " << m; \
   } while (0)
 
 TEST(InvalidArgumentTest, EveryCheckNamesTheProblemAndTheGroupGoesOn) {
@@ -43,20 +43,26 @@ TEST(InvalidArgumentTest, EveryCheckNamesTheProblemAndTheGroupGoesOn) {
     AllReduceOptions avg;
     avg.op = ReduceOp::AVG;
     EXPECT_INVALID(g.all_reduce(Buffer::of(i4), avg), "AVG is not defined for int32");
-    EXPECT_INVALID(g.all_reduce(Buffer{nullptr, 5, DType::kFloat32, Device{}}), "null pointer with 5 elements");
+    EXPECT_INVALID(g.all_reduce(Buffer{nullptr, 5, DType::kFloat32, Device{}}),
+                   "null pointer with 5 elements");
     Buffer on_gpu = Buffer::of(f);
     on_gpu.device.type = DeviceType::kCUDA;
     EXPECT_INVALID(g.all_reduce(on_gpu), "CUDA");
-    EXPECT_INVALID(g.all_gather({Buffer::of(f)}, Buffer::of(f)), "outputs has 1 buffers; the group has 2 ranks");
-    EXPECT_INVALID(g.all_gather({Buffer::of(f3), Buffer::of(f3)}, Buffer::of(f)), "holds 3 elements but the input has 4");
-    EXPECT_INVALID(g.all_gather({Buffer::of(i4), Buffer::of(i4)}, Buffer::of(f)), "is int32 but the input is float32");
+    EXPECT_INVALID(g.all_gather({Buffer::of(f)}, Buffer::of(f)),
+                   "outputs has 1 buffers; the group has 2 ranks");
+    EXPECT_INVALID(g.all_gather({Buffer::of(f3), Buffer::of(f3)}, Buffer::of(f)),
+                   "holds 3 elements but the input has 4");
+    EXPECT_INVALID(g.all_gather({Buffer::of(i4), Buffer::of(i4)}, Buffer::of(f)),
+                   "is int32 but the input is float32");
     EXPECT_INVALID(g.all_gather_into_tensor(Buffer::of(f3), Buffer::of(f)), "expected 2 x 4");
     EXPECT_INVALID(g.reduce_scatter_tensor(Buffer::of(f), Buffer::of(f)), "expected 2 x 4");
     EXPECT_INVALID(g.all_to_all_single(Buffer::of(f3), Buffer::of(f3)), "do not split evenly");
-    EXPECT_INVALID(g.all_to_all_single(Buffer::of(f), Buffer::of(f), {1, 1}, {2, 2}), "add up to 2 but output holds 4");
+    EXPECT_INVALID(g.all_to_all_single(Buffer::of(f), Buffer::of(f), {1, 1}, {2, 2}),
+                   "add up to 2 but output holds 4");
     GatherOptions go;
     go.dst = 0;
-    if (g.rank() == 1) EXPECT_INVALID(g.gather({Buffer::of(f)}, Buffer::of(f), go), "must be empty on ranks other than dst");
+    if (g.rank() == 1)
+      EXPECT_INVALID(g.gather({Buffer::of(f)}, Buffer::of(f), go), "must be empty on ranks other than dst");
     EXPECT_INVALID(g.send(Buffer::of(f), g.rank()), "cannot send to itself");
     EXPECT_INVALID(g.recv(Buffer::of(f), 5), "recv src is 5");
     // Nothing was sent: the group still works.

@@ -45,7 +45,9 @@ void expect_all_ok(const Job& job) {
   }
 }
 
-TEST(ProcessGroupProcesses, EnvInitWithFourRanksAndASubgroup) { expect_all_ok(launch(4, "allreduce", "env://")); }
+TEST(ProcessGroupProcesses, EnvInitWithFourRanksAndASubgroup) {
+  expect_all_ok(launch(4, "allreduce", "env://"));
+}
 
 TEST(ProcessGroupProcesses, TcpInit) {
   expect_all_ok(launch(3, "allreduce", "tcp://127.0.0.1:" + std::to_string(free_port())));

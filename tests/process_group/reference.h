@@ -15,46 +15,80 @@ namespace cohort::testing {
 inline double contribution(DType dtype, ReduceOp op, int rank, size_t i) {
   if (dtype == DType::kBool) return static_cast<double>((rank + i) % 2);
   switch (op.kind) {
-    case ReduceOp::PRODUCT: return static_cast<double>(1 + (rank + i) % 2);
+    case ReduceOp::PRODUCT:
+      return static_cast<double>(1 + (rank + i) % 2);
     case ReduceOp::BAND:
     case ReduceOp::BOR:
-    case ReduceOp::BXOR: return static_cast<double>((rank * 37 + i * 11) & 0x7F);
+    case ReduceOp::BXOR:
+      return static_cast<double>((rank * 37 + i * 11) & 0x7F);
     case ReduceOp::MIN:
-    case ReduceOp::MAX: return static_cast<double>((rank * 7 + i * 3) % 23);
-    default: return static_cast<double>((rank + i) % 4);
+    case ReduceOp::MAX:
+      return static_cast<double>((rank * 7 + i * 3) % 23);
+    default:
+      return static_cast<double>((rank + i) % 4);
   }
 }
 
 // Element access through double, whatever the dtype.
 inline double get_value(DType d, const void* p, size_t i) {
   switch (d) {
-    case DType::kFloat32: return static_cast<const float*>(p)[i];
-    case DType::kFloat64: return static_cast<const double*>(p)[i];
-    case DType::kFloat16: return static_cast<float>(static_cast<const Half*>(p)[i]);
-    case DType::kBFloat16: return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
-    case DType::kInt8: return static_cast<const int8_t*>(p)[i];
-    case DType::kUInt8: return static_cast<const uint8_t*>(p)[i];
-    case DType::kInt16: return static_cast<const int16_t*>(p)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(p)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DType::kBool: return static_cast<const uint8_t*>(p)[i];
+    case DType::kFloat32:
+      return static_cast<const float*>(p)[i];
+    case DType::kFloat64:
+      return static_cast<const double*>(p)[i];
+    case DType::kFloat16:
+      return static_cast<float>(static_cast<const Half*>(p)[i]);
+    case DType::kBFloat16:
+      return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
+    case DType::kInt8:
+      return static_cast<const int8_t*>(p)[i];
+    case DType::kUInt8:
+      return static_cast<const uint8_t*>(p)[i];
+    case DType::kInt16:
+      return static_cast<const int16_t*>(p)[i];
+    case DType::kInt32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::kBool:
+      return static_cast<const uint8_t*>(p)[i];
   }
   return 0;
 }
 
 inline void set_value(DType d, void* p, size_t i, double v) {
   switch (d) {
-    case DType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
-    case DType::kFloat64: static_cast<double*>(p)[i] = v; return;
-    case DType::kFloat16: static_cast<Half*>(p)[i] = Half(static_cast<float>(v)); return;
-    case DType::kBFloat16: static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v)); return;
+    case DType::kFloat32:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      return;
+    case DType::kFloat64:
+      static_cast<double*>(p)[i] = v;
+      return;
+    case DType::kFloat16:
+      static_cast<Half*>(p)[i] = Half(static_cast<float>(v));
+      return;
+    case DType::kBFloat16:
+      static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v));
+      return;
     // Integers wrap as two's complement, like torch's.
-    case DType::kInt8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); return;
-    case DType::kUInt8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); return;
-    case DType::kInt16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(static_cast<int64_t>(v)); return;
-    case DType::kInt32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); return;
-    case DType::kInt64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
-    case DType::kBool: static_cast<uint8_t*>(p)[i] = v != 0 ? 1 : 0; return;
+    case DType::kInt8:
+      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(static_cast<int64_t>(v));
+      return;
+    case DType::kUInt8:
+      static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(static_cast<int64_t>(v));
+      return;
+    case DType::kInt16:
+      static_cast<int16_t*>(p)[i] = static_cast<int16_t>(static_cast<int64_t>(v));
+      return;
+    case DType::kInt32:
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(static_cast<int64_t>(v));
+      return;
+    case DType::kInt64:
+      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      return;
+    case DType::kBool:
+      static_cast<uint8_t*>(p)[i] = v != 0 ? 1 : 0;
+      return;
   }
 }
 
@@ -72,22 +106,47 @@ inline double expected(DType dtype, ReduceOp op, int world, size_t i) {
       switch (op.kind) {
         case ReduceOp::PRODUCT:
         case ReduceOp::MIN:
-        case ReduceOp::BAND: acc = a && x; break;
-        case ReduceOp::BXOR: acc = a != x; break;
-        default: acc = a || x; break;
+        case ReduceOp::BAND:
+          acc = a && x;
+          break;
+        case ReduceOp::BXOR:
+          acc = a != x;
+          break;
+        default:
+          acc = a || x;
+          break;
       }
       continue;
     }
     switch (op.kind) {
       case ReduceOp::SUM:
-      case ReduceOp::AVG: acc += v; break;
-      case ReduceOp::PREMUL_SUM: acc += v * op.factor; break;
-      case ReduceOp::PRODUCT: acc *= v; break;
-      case ReduceOp::MIN: acc = std::min(acc, v); break;
-      case ReduceOp::MAX: acc = std::max(acc, v); break;
-      case ReduceOp::BAND: bits &= b; acc = static_cast<double>(bits); break;
-      case ReduceOp::BOR: bits |= b; acc = static_cast<double>(bits); break;
-      case ReduceOp::BXOR: bits ^= b; acc = static_cast<double>(bits); break;
+      case ReduceOp::AVG:
+        acc += v;
+        break;
+      case ReduceOp::PREMUL_SUM:
+        acc += v * op.factor;
+        break;
+      case ReduceOp::PRODUCT:
+        acc *= v;
+        break;
+      case ReduceOp::MIN:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::MAX:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::BAND:
+        bits &= b;
+        acc = static_cast<double>(bits);
+        break;
+      case ReduceOp::BOR:
+        bits |= b;
+        acc = static_cast<double>(bits);
+        break;
+      case ReduceOp::BXOR:
+        bits ^= b;
+        acc = static_cast<double>(bits);
+        break;
     }
   }
   if (op.kind == ReduceOp::AVG) acc /= world;

@@ -25,8 +25,9 @@ TEST(AlgorithmSelection, OverrideForcesAnAlgorithmAndRejectsNonsense) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("binomial_tree cannot run all_reduce"), std::string::npos);
   set_config("COHORT_ALGO", "all_reduce=fastest");
-  EXPECT_NE(choose_algorithm(Collective::kAllReduce, 4, 8).status().message().find("unknown algorithm 'fastest'"),
-            std::string::npos);
+  EXPECT_NE(
+      choose_algorithm(Collective::kAllReduce, 4, 8).status().message().find("unknown algorithm 'fastest'"),
+      std::string::npos);
   reset_config("COHORT_ALGO");
 }
 

@@ -60,7 +60,11 @@ TEST(WorkTest, WaitWithATimeoutNamesTheOperation) {
     } else {
       g.barrier();
       int32_t v = 42;
-      g.send(Buffer::of(&v, 1), 0, [] { P2POptions o; o.tag = 5; return o; }());
+      g.send(Buffer::of(&v, 1), 0, [] {
+        P2POptions o;
+        o.tag = 5;
+        return o;
+      }());
     }
   });
 }

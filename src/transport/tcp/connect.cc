@@ -23,7 +23,9 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x4c454843;  // "CHEL"
 
-std::string addr_key(int rank) { return "tcp/addr/" + std::to_string(rank); }
+std::string addr_key(int rank) {
+  return "tcp/addr/" + std::to_string(rank);
+}
 
 std::string sockaddr_host(const sockaddr* sa) {
   char buf[INET6_ADDRSTRLEN] = "";
@@ -47,7 +49,8 @@ Result<std::string> interface_address(const std::string& ifname) {
   freeifaddrs(list);
   if (!v4.empty()) return v4;
   if (!v6.empty()) return v6;
-  return invalid_argument("COHORT_SOCKET_IFNAME is '" + ifname + "', but no interface of that name has an address");
+  return invalid_argument("COHORT_SOCKET_IFNAME is '" + ifname +
+                          "', but no interface of that name has an address");
 }
 
 // route_source asks the kernel which source address it would use to reach
@@ -78,7 +81,8 @@ Result<int> accept_one(int listener, Deadline deadline) {
     int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) return fd;
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return network_error(std::string("accept: ") + std::strerror(errno));
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return network_error(std::string("accept: ") + std::strerror(errno));
     pollfd p{listener, POLLIN, 0};
     int rc = ::poll(&p, 1, deadline.poll_timeout_ms());
     if (rc == 0) return timeout_error("timed out accepting connections");
@@ -111,10 +115,11 @@ Result<std::string> local_address(const std::string& peer_host) {
   return route_source(peer_host);
 }
 
-Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int size, const std::string& address,
-                                                   Deadline deadline) {
+Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int size,
+                                                   const std::string& address, Deadline deadline) {
   auto listener = listen_tcp(address, 0);
-  if (!listener.ok()) return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
+  if (!listener.ok())
+    return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
   const std::string mine = format_address(address, local_port(listener.value().fd()));
   store.set(addr_key(rank), to_bytes(mine));
 
@@ -122,7 +127,8 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   std::vector<std::string> keys;
   for (int q = 0; q < size; ++q) keys.push_back(addr_key(q));
   std::vector<Bytes> addresses;
-  auto remaining = deadline.is_never() ? kNoTimeout : std::max(std::chrono::milliseconds(1), deadline.remaining());
+  auto remaining =
+      deadline.is_never() ? kNoTimeout : std::max(std::chrono::milliseconds(1), deadline.remaining());
   try {
     store.wait(keys, remaining);
     addresses = store.multi_get(keys);
@@ -146,7 +152,9 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
     std::string host = a.substr(0, colon);
     if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
     auto s = connect_tcp(host, static_cast<uint16_t>(std::stoi(a.substr(colon + 1))), deadline);
-    if (!s.ok()) return s.status().with_context("rank " + std::to_string(rank) + " connecting to rank " + std::to_string(q));
+    if (!s.ok())
+      return s.status().with_context("rank " + std::to_string(rank) + " connecting to rank " +
+                                     std::to_string(q));
     std::vector<uint8_t> hello;
     ByteWriter w(&hello);
     w.u32(kHelloMagic);
@@ -165,7 +173,8 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
       for (int q = rank + 1; q < size; ++q) {
         if (!have[q]) missing.push_back(q);
       }
-      return timeout_error("rank " + std::to_string(rank) + ": ranks " + list_ranks(missing) + " never connected");
+      return timeout_error("rank " + std::to_string(rank) + ": ranks " + list_ranks(missing) +
+                           " never connected");
     }
     Socket s(fd.value());
     uint8_t hello[12];
@@ -176,8 +185,8 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
     r.u32(&magic);
     r.u32(&peer);
     r.u32(&peer_size);
-    if (magic != kHelloMagic || peer_size != static_cast<uint32_t>(size) || peer <= static_cast<uint32_t>(rank) ||
-        peer >= static_cast<uint32_t>(size) || have[peer]) {
+    if (magic != kHelloMagic || peer_size != static_cast<uint32_t>(size) ||
+        peer <= static_cast<uint32_t>(rank) || peer >= static_cast<uint32_t>(size) || have[peer]) {
       COHORT_LOG(kWarning) << "rank " << rank << ": ignoring a connection that is not a peer of this group";
       --accepted;
       continue;

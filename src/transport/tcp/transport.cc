@@ -20,7 +20,9 @@ namespace {
 
 constexpr uint32_t kFrameMagic = 0x31544843;  // "CHT1"
 
-Status desync(std::string m) { return Status(StatusCode::kDesync, std::move(m)); }
+Status desync(std::string m) {
+  return Status(StatusCode::kDesync, std::move(m));
+}
 
 std::string describe_tag(uint32_t kind, uint64_t tag) {
   if (kind == static_cast<uint32_t>(MessageKind::kCollective)) {
@@ -31,7 +33,8 @@ std::string describe_tag(uint32_t kind, uint64_t tag) {
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, int size, std::vector<Socket> sockets, std::vector<std::string> addresses)
+TcpTransport::TcpTransport(int rank, int size, std::vector<Socket> sockets,
+                           std::vector<std::string> addresses)
     : rank_(rank), size_(size), peers_(static_cast<size_t>(size)) {
   for (int q = 0; q < size; ++q) {
     peers_[q].socket = std::move(sockets[q]);
@@ -71,7 +74,9 @@ void TcpTransport::interrupt(const Status& reason) {
   wake();
 }
 
-bool TcpTransport::has_pending() const { return pending_ > 0; }
+bool TcpTransport::has_pending() const {
+  return pending_ > 0;
+}
 
 void TcpTransport::fail(const Status& status, bool tell_peers) {
   if (failed_.ok() && !tell_peers) failed_ = status;
@@ -82,7 +87,8 @@ void TcpTransport::fail(const Status& status, bool tell_peers) {
     // once with the root cause instead of waiting for their timeout.
     // Relayed failures keep naming the rank that saw the cause first.
     std::string text = status.message();
-    if (text.find("(reported by rank ") == std::string::npos) text += " (reported by rank " + std::to_string(rank_) + ")";
+    if (text.find("(reported by rank ") == std::string::npos)
+      text += " (reported by rank " + std::to_string(rank_) + ")";
     std::vector<uint8_t> body(1 + text.size());
     body[0] = static_cast<uint8_t>(status.code());
     std::memcpy(body.data() + 1, text.data(), text.size());
@@ -128,13 +134,14 @@ Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
         if (r.kind == MessageKind::kCollective) {
           return desync(peer_name(q) + " sent " + describe_tag(static_cast<uint32_t>(it->kind), it->tag) +
                         " while this rank expected " + describe_tag(static_cast<uint32_t>(r.kind), r.tag) +
-                        " in " + *pr->what + ": the ranks called different collectives (or in another order)");
+                        " in " + *pr->what +
+                        ": the ranks called different collectives (or in another order)");
         }
         continue;
       }
       if (it->data.size() != r.bytes) {
-        return desync(peer_name(q) + " sent " + std::to_string(it->data.size()) + " bytes but this rank expected " +
-                      std::to_string(r.bytes) + " in " + *pr->what + " (" +
+        return desync(peer_name(q) + " sent " + std::to_string(it->data.size()) +
+                      " bytes but this rank expected " + std::to_string(r.bytes) + " in " + *pr->what + " (" +
                       describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
       }
       if (r.bytes) std::memcpy(r.data, it->data.data(), r.bytes);
@@ -147,7 +154,8 @@ Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
   return Status::ok_status();
 }
 
-void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what, Completion done) {
+void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what,
+                             Completion done) {
   if (!failed_.ok()) return done(failed_, -1);
   auto pr = std::make_unique<PostedRecv>(PostedRecv{recv, deadline, what, std::move(done)});
   bool matched = false;
@@ -168,9 +176,10 @@ void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const s
     if ((r.peer != q && r.peer != kAnySource) || p.body_unexpected->kind != r.kind) continue;
     if (p.body_unexpected->tag != r.tag) continue;
     if (p.header.bytes != r.bytes) {
-      Status mismatch = desync(peer_name(q) + " sent " + std::to_string(p.header.bytes) + " bytes but this rank expected " +
-                         std::to_string(r.bytes) + " in " + *pr->what + " (" +
-                         describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
+      Status mismatch =
+          desync(peer_name(q) + " sent " + std::to_string(p.header.bytes) + " bytes but this rank expected " +
+                 std::to_string(r.bytes) + " in " + *pr->what + " (" +
+                 describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
       recvs_.push_back(std::move(pr));
       return fail(mismatch);
     }
@@ -189,7 +198,8 @@ void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const s
   recvs_.push_back(std::move(pr));
 }
 
-void TcpTransport::post_send(const SendRequest& send, Deadline deadline, const std::string* what, Completion done) {
+void TcpTransport::post_send(const SendRequest& send, Deadline deadline, const std::string* what,
+                             Completion done) {
   if (!failed_.ok()) return done(failed_, -1);
   if (!peers_[send.peer].closed.ok()) {
     Status why = peers_[send.peer].closed;
@@ -300,7 +310,8 @@ Status TcpTransport::read_from(int q) {
                            " (the peer process probably died)");
     }
     if (n == 0) {
-      Status gone = network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)");
+      Status gone =
+          network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)");
       if (p.in_body || p.header_got > 0) return gone;  // in the middle of a message
       peer_closed(q, gone);
       return Status::ok_status();
@@ -402,7 +413,8 @@ void TcpTransport::expire(Clock::time_point now) {
     if (!r->deadline.is_never() && r->deadline.when() <= now) what = r->what;
   }
   for (const auto& p : peers_) {
-    if (p.body_recv && !p.body_recv->deadline.is_never() && p.body_recv->deadline.when() <= now) what = p.body_recv->what;
+    if (p.body_recv && !p.body_recv->deadline.is_never() && p.body_recv->deadline.when() <= now)
+      what = p.body_recv->what;
     for (const auto& s : p.sends) {
       if (!s.deadline.is_never() && s.deadline.when() <= now) what = s.what;
     }

@@ -29,10 +29,12 @@ class TcpTransport : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  Status exchange(SendRequest* sends, size_t num_sends, RecvRequest* recvs, size_t num_recvs, Deadline deadline,
-                  const std::string& what) override;
-  void post_send(const SendRequest& send, Deadline deadline, const std::string* what, Completion done) override;
-  void post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what, Completion done) override;
+  Status exchange(SendRequest* sends, size_t num_sends, RecvRequest* recvs, size_t num_recvs,
+                  Deadline deadline, const std::string& what) override;
+  void post_send(const SendRequest& send, Deadline deadline, const std::string* what,
+                 Completion done) override;
+  void post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what,
+                 Completion done) override;
   bool has_pending() const override;
   void progress(Deadline until) override;
   void wake() override;
@@ -117,7 +119,7 @@ class TcpTransport : public Transport {
   size_t pending_ = 0;                            // posted requests not yet completed
   size_t spin_us_ = 0;
   int wake_fd_ = -1;  // eventfd written by wake() and interrupt()
-  Status failed_;  // once set, every request fails with it
+  Status failed_;     // once set, every request fails with it
 
   std::mutex interrupt_mu_;
   Status interrupt_reason_;  // guarded by interrupt_mu_
