@@ -129,6 +129,15 @@ Status check_reduce_op(DType dtype, ReduceOp op) {
   return Status::ok_status();
 }
 
+// Compiled for AVX-512, AVX2 and plain x86-64; the loader picks the best the
+// CPU has (an ifunc), and the kernels above are inlined into each clone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define COHORT_KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define COHORT_KERNEL_CLONES
+#endif
+
+COHORT_KERNEL_CLONES
 void reduce_into(DType dtype, ReduceOp::Kind op, void* dst, const void* src, size_t n) {
   switch (dtype) {
     case DType::kFloat32:
@@ -154,6 +163,7 @@ void reduce_into(DType dtype, ReduceOp::Kind op, void* dst, const void* src, siz
   }
 }
 
+COHORT_KERNEL_CLONES
 void scale(DType dtype, void* data, size_t n, double factor) {
   switch (dtype) {
     case DType::kFloat32:

@@ -139,12 +139,13 @@ Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
         }
         continue;
       }
-      if (it->data.size() != r.bytes) {
-        return desync(peer_name(q) + " sent " + std::to_string(it->data.size()) +
+      if (it->size != r.bytes) {
+        return desync(peer_name(q) + " sent " + std::to_string(it->size) +
                       " bytes but this rank expected " + std::to_string(r.bytes) + " in " + *pr->what + " (" +
                       describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
       }
-      if (r.bytes) std::memcpy(r.data, it->data.data(), r.bytes);
+      if (r.bytes) std::memcpy(r.data, it->data.get(), r.bytes);
+      give_back(std::move(it->data), it->capacity);
       queue.erase(it);
       *matched = true;
       r.source = q;
@@ -183,8 +184,9 @@ void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const s
       recvs_.push_back(std::move(pr));
       return fail(mismatch);
     }
-    if (p.body_got) std::memcpy(r.data, p.body_unexpected->data.data(), p.body_got);
+    if (p.body_got) std::memcpy(r.data, p.body_unexpected->data.get(), p.body_got);
     p.body = static_cast<uint8_t*>(r.data);
+    give_back(std::move(p.body_unexpected->data), p.body_unexpected->capacity);
     p.body_unexpected.reset();
     p.body_recv = std::move(pr);
     return;
@@ -260,8 +262,9 @@ Status TcpTransport::start_body(int q) {
     p.body_unexpected = std::make_unique<Unexpected>();
     p.body_unexpected->kind = static_cast<MessageKind>(h.kind);
     p.body_unexpected->tag = h.tag;
-    p.body_unexpected->data.resize(h.bytes);
-    p.body = p.body_unexpected->data.data();
+    p.body_unexpected->size = h.bytes;
+    p.body_unexpected->data = take_buffer(h.bytes, &p.body_unexpected->capacity);
+    p.body = p.body_unexpected->data.get();
   }
   if (h.bytes == 0) finish_body(q);
   return Status::ok_status();
@@ -277,10 +280,11 @@ void TcpTransport::finish_body(int q) {
     r->done(Status::ok_status(), q);
   } else if (p.body_unexpected->kind == MessageKind::kFailure) {
     // A peer failed and says why: fail the same way, naming the cause.
-    auto& b = p.body_unexpected->data;
-    StatusCode code = b.empty() ? StatusCode::kNetworkError : static_cast<StatusCode>(b[0]);
+    const uint8_t* b = p.body_unexpected->data.get();
+    const size_t n = p.body_unexpected->size;
+    StatusCode code = n == 0 ? StatusCode::kNetworkError : static_cast<StatusCode>(b[0]);
     if (code != StatusCode::kTimeout && code != StatusCode::kDesync) code = StatusCode::kNetworkError;
-    std::string text = b.size() > 1 ? std::string(b.begin() + 1, b.end()) : "a peer failed";
+    std::string text = n > 1 ? std::string(reinterpret_cast<const char*>(b) + 1, n - 1) : "a peer failed";
     p.body_unexpected.reset();
     p.closed = Status(code, text);
     fail(p.closed);
@@ -288,6 +292,26 @@ void TcpTransport::finish_body(int q) {
     p.unexpected.push_back(std::move(*p.body_unexpected));
     p.body_unexpected.reset();
   }
+}
+
+std::unique_ptr<uint8_t[]> TcpTransport::take_buffer(size_t n, size_t* capacity) {
+  size_t best = spare_.size();
+  for (size_t i = 0; i < spare_.size(); ++i) {
+    if (spare_[i].first >= n && (best == spare_.size() || spare_[i].first < spare_[best].first)) best = i;
+  }
+  if (best < spare_.size()) {
+    *capacity = spare_[best].first;
+    auto buffer = std::move(spare_[best].second);
+    spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(best));
+    return buffer;
+  }
+  *capacity = std::max<size_t>(n, 1);
+  return std::unique_ptr<uint8_t[]>(new uint8_t[*capacity]);  // not zero-filled
+}
+
+void TcpTransport::give_back(std::unique_ptr<uint8_t[]> buffer, size_t capacity) {
+  constexpr size_t kMaxSpare = 32;
+  if (buffer && spare_.size() < kMaxSpare) spare_.emplace_back(capacity, std::move(buffer));
 }
 
 Status TcpTransport::read_from(int q) {

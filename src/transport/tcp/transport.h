@@ -50,10 +50,16 @@ class TcpTransport : public Transport {
   };
   static_assert(sizeof(Header) == 24, "the header is sent as it is laid out");
 
+  // Unexpected is a message that came before its receive was posted. Its
+  // bytes live in a buffer from spare_, not zero-filled: a faster peer
+  // sends the next step's segments early all the time, and a fresh
+  // allocation each (mmap, page faults, zeroing) cost more than the copy.
   struct Unexpected {
     MessageKind kind;
     uint64_t tag;
-    std::vector<uint8_t> data;
+    std::unique_ptr<uint8_t[]> data;
+    size_t size;
+    size_t capacity;
   };
 
   struct PostedRecv {
@@ -105,6 +111,10 @@ class TcpTransport : public Transport {
   Status write_to(int peer);
   Status take_unexpected(PostedRecv* recv, bool* matched);
   void expire(Clock::time_point now);
+  // take_buffer returns a buffer of at least n bytes (from spare_ when one
+  // fits); give_back keeps a few for reuse.
+  std::unique_ptr<uint8_t[]> take_buffer(size_t n, size_t* capacity);
+  void give_back(std::unique_ptr<uint8_t[]> buffer, size_t capacity);
   // fail completes every pending request with `status` and refuses new
   // ones; with tell_peers, it also sends the peers the reason and drops the
   // connections, so that they fail at once too.
@@ -117,6 +127,7 @@ class TcpTransport : public Transport {
   std::vector<Peer> peers_;
   std::list<std::unique_ptr<PostedRecv>> recvs_;  // posted, not yet matched, in posting order
   size_t pending_ = 0;                            // posted requests not yet completed
+  std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> spare_;  // capacity, buffer
   size_t spin_us_ = 0;
   int wake_fd_ = -1;  // eventfd written by wake() and interrupt()
   Status failed_;     // once set, every request fails with it
