@@ -65,19 +65,32 @@ Status recursive_doubling(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) 
 constexpr size_t kSegmentBytes = 256 * 1024;
 constexpr uint32_t kMaxSegments = 1u << 12;  // the low 12 bits of a step's tag
 
+// SegmentReduce streams one ring step's incoming block through a few
+// segment-sized slots: each arriving segment is reduced into the
+// accumulator, and its slot is posted again for the segment `slots` ahead.
+// The slots stay in cache; a block-sized landing area would not.
 struct SegmentReduce {
   DType dtype;
   ReduceOp::Kind op;
-  uint8_t* into;  // the accumulator block
-  const uint8_t* arrived;
+  uint8_t* into;        // the accumulator block
+  size_t block_bytes;   // of the incoming block
+  size_t segment;       // bytes per segment
+  uint32_t slots;       // receives in flight
+  uint64_t first_tag;   // tag of segment 0
   size_t elem;
+  std::vector<uint32_t>* segment_of;  // per slot: which segment it holds
 };
 
-// reduce_segment runs as each received segment lands in scratch.
-void reduce_segment(void* context, const RecvRequest& r) {
+bool reduce_segment(void* context, RecvRequest& r) {
   auto* sr = static_cast<SegmentReduce*>(context);
-  size_t offset = static_cast<size_t>(static_cast<const uint8_t*>(r.data) - sr->arrived);
-  reduce_into(sr->dtype, sr->op, sr->into + offset, r.data, r.bytes / sr->elem);
+  const uint32_t k = static_cast<uint32_t>(r.tag - sr->first_tag);
+  reduce_into(sr->dtype, sr->op, sr->into + static_cast<size_t>(k) * sr->segment, r.data, r.bytes / sr->elem);
+  const uint32_t next = k + sr->slots;
+  const size_t off = static_cast<size_t>(next) * sr->segment;
+  if (off >= sr->block_bytes) return false;
+  r.tag = sr->first_tag + next;
+  r.bytes = std::min(sr->segment, sr->block_bytes - off);
+  return true;
 }
 
 // Ring: a reduce-scatter (P-1 steps; after it rank r holds the total of
@@ -86,58 +99,62 @@ void reduce_segment(void* context, const RecvRequest& r) {
 // step moves its block in segments, and each received segment is reduced
 // while the next ones are still arriving.
 Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
+  constexpr uint32_t kSlots = 4;
   const int p = c.transport.size();
   const int r = c.transport.rank();
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   const size_t es = dtype_size(buf.dtype);
   auto* base = static_cast<uint8_t*>(buf.data);
   size_t max_block = (buf.count + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);
-  uint8_t* tmp = c.scratch_bytes(max_block * es);
   // Whole elements per segment, and never more segments than tags allow.
   size_t seg = std::max(es, kSegmentBytes / es * es);
   seg = std::max(seg, (max_block * es + kMaxSegments - 1) / kMaxSegments / es * es + es);
+  uint8_t* slots = c.scratch_bytes(kSlots * seg);
   std::vector<SendRequest> sends;
   std::vector<RecvRequest> recvs;
   uint32_t step = 0;
-  auto run_step = [&](size_t send_off, size_t send_bytes, uint8_t* recv_into, size_t recv_bytes,
-                      SegmentReduce* reduce) {
+  auto segments = [&](size_t bytes) { return bytes == 0 ? size_t{1} : (bytes + seg - 1) / seg; };
+  auto tag = [&](uint32_t k) { return c.tag((step << 12) | k); };
+  auto post_sends = [&](size_t offset, size_t bytes) {
     sends.clear();
-    recvs.clear();
-    uint32_t k = 0;
-    for (size_t off = 0; off < send_bytes || (send_bytes == 0 && k == 0); off += seg, ++k) {
-      sends.push_back(SendRequest{right, MessageKind::kCollective, c.tag((step << 12) | k),
-                                  base + send_off + off, std::min(seg, send_bytes - off)});
-      if (send_bytes == 0) break;
+    for (size_t k = 0; k < segments(bytes); ++k) {
+      size_t off = k * seg;
+      sends.push_back(SendRequest{right, MessageKind::kCollective, tag(static_cast<uint32_t>(k)), base + offset + off,
+                                  bytes == 0 ? 0 : std::min(seg, bytes - off)});
     }
-    k = 0;
-    for (size_t off = 0; off < recv_bytes || (recv_bytes == 0 && k == 0); off += seg, ++k) {
-      RecvRequest q{left, MessageKind::kCollective, c.tag((step << 12) | k), recv_into + off,
-                    std::min(seg, recv_bytes - off)};
-      if (reduce) {
-        q.on_arrival = reduce_segment;
-        q.context = reduce;
-      }
-      recvs.push_back(q);
-      if (recv_bytes == 0) break;
-    }
-    ++step;
-    return c.transport.exchange(sends.data(), sends.size(), recvs.data(), recvs.size(), c.deadline, c.what);
   };
-  for (int s = 0; s < p - 1; ++s) {
+  for (int s = 0; s < p - 1; ++s, ++step) {
     int send_block = (r - s + p) % p, recv_block = (r - s - 1 + 2 * p) % p;
     size_t sf, sn, rf, rn;
     block_range(buf.count, p, send_block, &sf, &sn);
     block_range(buf.count, p, recv_block, &rf, &rn);
-    SegmentReduce reduce{buf.dtype, op, base + rf * es, tmp, es};
-    Status st = run_step(sf * es, sn * es, tmp, rn * es, &reduce);
+    post_sends(sf * es, sn * es);
+    SegmentReduce reduce{buf.dtype, op, base + rf * es, rn * es, seg, kSlots, tag(0), es, nullptr};
+    recvs.clear();
+    for (uint32_t k = 0; k < kSlots && k < segments(rn * es); ++k) {
+      size_t off = static_cast<size_t>(k) * seg;
+      RecvRequest q{left, MessageKind::kCollective, tag(k), slots + static_cast<size_t>(k) * seg,
+                    rn * es == 0 ? 0 : std::min(seg, rn * es - off)};
+      q.on_arrival = reduce_segment;
+      q.context = &reduce;
+      recvs.push_back(q);
+    }
+    Status st = c.transport.exchange(sends.data(), sends.size(), recvs.data(), recvs.size(), c.deadline, c.what);
     if (!st.ok()) return st;
   }
-  for (int s = 0; s < p - 1; ++s) {
+  for (int s = 0; s < p - 1; ++s, ++step) {
     int send_block = (r + 1 - s + p) % p, recv_block = (r - s + p) % p;
     size_t sf, sn, rf, rn;
     block_range(buf.count, p, send_block, &sf, &sn);
     block_range(buf.count, p, recv_block, &rf, &rn);
-    Status st = run_step(sf * es, sn * es, base + rf * es, rn * es, nullptr);
+    post_sends(sf * es, sn * es);
+    recvs.clear();
+    for (size_t k = 0; k < segments(rn * es); ++k) {
+      size_t off = k * seg;
+      recvs.push_back(RecvRequest{left, MessageKind::kCollective, tag(static_cast<uint32_t>(k)), base + rf * es + off,
+                                  rn * es == 0 ? 0 : std::min(seg, rn * es - off)});
+    }
+    Status st = c.transport.exchange(sends.data(), sends.size(), recvs.data(), recvs.size(), c.deadline, c.what);
     if (!st.ok()) return st;
   }
   return Status::ok_status();

@@ -43,8 +43,11 @@ struct RecvRequest {
   int source = -1;  // filled in: who sent it
   // on_arrival, when set, runs (inside exchange) as soon as this message is
   // in, while the rest of the batch is still in flight: a pipelined
-  // algorithm reduces one segment while the next arrives.
-  void (*on_arrival)(void* context, const RecvRequest& request) = nullptr;
+  // algorithm reduces one segment while the next arrives. It may rewrite
+  // the request (tag, data, bytes) and return true to post it again in the
+  // same exchange, so that a few small buffers, which stay in cache, carry
+  // a long series of segments.
+  bool (*on_arrival)(void* context, RecvRequest& request) = nullptr;
   void* context = nullptr;
 };
 

@@ -131,7 +131,7 @@ Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
     for (auto it = queue.begin(); it != queue.end(); ++it) {
       if (it->kind != r.kind) continue;
       if (it->tag != r.tag) {
-        if (r.kind == MessageKind::kCollective) {
+        if (r.kind == MessageKind::kCollective && (it->tag >> 24) != (r.tag >> 24)) {
           return desync(peer_name(q) + " sent " + describe_tag(static_cast<uint32_t>(it->kind), it->tag) +
                         " while this rank expected " + describe_tag(static_cast<uint32_t>(r.kind), r.tag) +
                         " in " + *pr->what +
@@ -233,18 +233,24 @@ Status TcpTransport::start_body(int q) {
   auto match = recvs_.end();
   for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
     const RecvRequest& r = (*it)->request;
-    if (static_cast<uint32_t>(r.kind) != h.kind) continue;
-    if (r.peer != q && r.peer != kAnySource) continue;
+    if (static_cast<uint32_t>(r.kind) != h.kind || (r.peer != q && r.peer != kAnySource)) continue;
     if (r.tag == h.tag) {
       match = it;
       break;
     }
-    if (r.kind == MessageKind::kCollective && r.peer == q) {
-      // Messages between two ranks keep their order, so a collective
-      // message with another tag means the ranks run different collectives.
-      return desync(peer_name(q) + " sent " + describe_tag(h.kind, h.tag) + " while this rank expected " +
-                    describe_tag(h.kind, r.tag) + " in " + *(*it)->what +
-                    ": the ranks called different collectives (or in another order)");
+  }
+  if (match == recvs_.end() && h.kind == static_cast<uint32_t>(MessageKind::kCollective)) {
+    for (const auto& pr : recvs_) {
+      const RecvRequest& r = pr->request;
+      // Messages between two ranks keep their order, so a message of
+      // another collective (its sequence number is in the tag's high bits)
+      // from a rank we await means the ranks run different collectives.
+      // Another step of the same one is only early: it waits aside.
+      if (r.kind == MessageKind::kCollective && r.peer == q && (r.tag >> 24) != (h.tag >> 24)) {
+        return desync(peer_name(q) + " sent " + describe_tag(h.kind, h.tag) + " while this rank expected " +
+                      describe_tag(h.kind, r.tag) + " in " + *pr->what +
+                      ": the ranks called different collectives (or in another order)");
+      }
     }
   }
   if (match != recvs_.end() && (*match)->request.bytes != h.bytes) {
@@ -521,15 +527,19 @@ Status TcpTransport::exchange(SendRequest* sends, size_t num_sends, RecvRequest*
   if (!failed_.ok()) return failed_;
   size_t remaining = num_sends + num_recvs;
   Status first_error;
-  for (size_t i = 0; i < num_recvs; ++i) {
-    RecvRequest* out = &recvs[i];
-    post_recv(recvs[i], deadline, &what, [&remaining, &first_error, out](const Status& st, int source) {
+  // post_one posts a receive whose completion may re-post it (on_arrival).
+  std::function<void(RecvRequest*)> post_one = [&](RecvRequest* out) {
+    post_recv(*out, deadline, &what, [&remaining, &first_error, &post_one, out](const Status& st, int source) {
+      out->source = source;
+      if (st.ok() && out->on_arrival && out->on_arrival(out->context, *out)) {
+        post_one(out);
+        return;
+      }
       --remaining;
       if (!st.ok() && first_error.ok()) first_error = st;
-      out->source = source;
-      if (st.ok() && out->on_arrival) out->on_arrival(out->context, *out);
     });
-  }
+  };
+  for (size_t i = 0; i < num_recvs; ++i) post_one(&recvs[i]);
   for (size_t i = 0; i < num_sends; ++i) {
     post_send(sends[i], deadline, &what, [&remaining, &first_error](const Status& st, int) {
       --remaining;
