@@ -80,6 +80,11 @@ inline constexpr KnobSpec kTcpSpinUs{
     "Microseconds a collective polls its sockets without sleeping before it waits in poll(2). "
     "0 disables."};
 
+inline constexpr KnobSpec kTcpBufferBytes{
+    "COHORT_TCP_BUFFER_BYTES", KnobType::kInt, "0",
+    "SO_SNDBUF and SO_RCVBUF of process-group connections; 0 leaves them to the kernel's "
+    "autotuning."};
+
 inline constexpr KnobSpec kAlgo{
     "COHORT_ALGO", KnobType::kString, "",
     "Overrides the algorithm table, e.g. 'all_reduce=ring,broadcast=binomial_tree'. Names: ring, "
@@ -95,7 +100,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kStoreMaxFrameBytes, &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS,
     &kConnectRetryMaxMs,  &kStoreClientSpinUs,   &kStoreServerSpinUs,
     &kSocketIfname,       &kTcpSpinUs,           &kAlgo,
-    &kDefaultTimeoutS,
+    &kDefaultTimeoutS,    &kTcpBufferBytes,
 };
 
 }  // namespace knobs

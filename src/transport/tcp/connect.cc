@@ -196,8 +196,14 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
     have[peer] = true;
     sockets[peer] = std::move(s);
   }
+  const int buffer_bytes = static_cast<int>(config_int(knobs::kTcpBufferBytes));
   for (auto& s : sockets) {
-    if (s.valid()) set_nonblocking(s.fd(), true);
+    if (!s.valid()) continue;
+    set_nonblocking(s.fd(), true);
+    if (buffer_bytes > 0) {
+      setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+      setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+    }
   }
   COHORT_LOG(kDebug) << "rank " << rank << " connected to " << size - 1 << " peers over TCP from " << mine;
   return std::make_unique<TcpTransport>(rank, size, std::move(sockets), std::move(names));
