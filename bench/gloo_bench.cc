@@ -13,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "common/elements.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,15 +24,6 @@
 #include <vector>
 
 namespace {
-
-size_t parse_size(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  if (*end == 'K' || *end == 'k') v *= 1024;
-  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
-  return static_cast<size_t>(v);
-}
 
 int run_rank(int rank, int n, const std::string& path, size_t min_bytes, size_t max_bytes, double factor,
              int iters, int warmup) {
@@ -84,9 +77,9 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string f = argv[i];
     if (f == "-b")
-      min_bytes = parse_size(argv[i + 1]);
+      min_bytes = cohort::parse_size_text(argv[i + 1]);
     else if (f == "-e")
-      max_bytes = parse_size(argv[i + 1]);
+      max_bytes = cohort::parse_size_text(argv[i + 1]);
     else if (f == "-f")
       factor = std::atof(argv[i + 1]);
     else if (f == "-n")

@@ -27,6 +27,7 @@
 
 #include "cohort/distributed.h"
 #include "cohort/errors.h"
+#include "common/elements.h"
 #include "common/socket.h"
 
 using namespace cohort;
@@ -44,28 +45,6 @@ struct Args {
   int root = 0;
   int spawn = 0;
 };
-
-size_t parse_size(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  switch (*end) {
-    case 'K':
-    case 'k':
-      v *= 1024;
-      break;
-    case 'M':
-    case 'm':
-      v *= 1024 * 1024;
-      break;
-    case 'G':
-    case 'g':
-      v *= 1024.0 * 1024 * 1024;
-      break;
-    default:
-      break;
-  }
-  return static_cast<size_t>(v);
-}
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(
@@ -107,9 +86,9 @@ Args parse(int argc, char** argv) {
       return argv[++i];
     };
     if (f == "-b")
-      a.min_bytes = parse_size(next());
+      a.min_bytes = parse_size_text(next());
     else if (f == "-e")
-      a.max_bytes = parse_size(next());
+      a.max_bytes = parse_size_text(next());
     else if (f == "-f")
       a.factor = std::atof(next());
     else if (f == "-n")
@@ -182,64 +161,6 @@ double value(int r, size_t i) {
   return static_cast<double>((r + i) % 4);
 }
 
-void set(DType d, void* p, size_t i, double v) {
-  switch (d) {
-    case DType::kFloat32:
-      static_cast<float*>(p)[i] = static_cast<float>(v);
-      break;
-    case DType::kFloat64:
-      static_cast<double*>(p)[i] = v;
-      break;
-    case DType::kFloat16:
-      static_cast<Half*>(p)[i] = Half(static_cast<float>(v));
-      break;
-    case DType::kBFloat16:
-      static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v));
-      break;
-    case DType::kInt8:
-      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
-      break;
-    case DType::kUInt8:
-    case DType::kBool:
-      static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
-      break;
-    case DType::kInt16:
-      static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v);
-      break;
-    case DType::kInt32:
-      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
-      break;
-    case DType::kInt64:
-      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
-      break;
-  }
-}
-
-double get(DType d, const void* p, size_t i) {
-  switch (d) {
-    case DType::kFloat32:
-      return static_cast<const float*>(p)[i];
-    case DType::kFloat64:
-      return static_cast<const double*>(p)[i];
-    case DType::kFloat16:
-      return static_cast<float>(static_cast<const Half*>(p)[i]);
-    case DType::kBFloat16:
-      return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
-    case DType::kInt8:
-      return static_cast<const int8_t*>(p)[i];
-    case DType::kUInt8:
-    case DType::kBool:
-      return static_cast<const uint8_t*>(p)[i];
-    case DType::kInt16:
-      return static_cast<const int16_t*>(p)[i];
-    case DType::kInt32:
-      return static_cast<const int32_t*>(p)[i];
-    case DType::kInt64:
-      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-  }
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -301,7 +222,7 @@ int main(int argc, char** argv) {
         }
       };
       auto refill = [&]() {
-        for (size_t i = 0; i < count; ++i) set(a.dtype, in.data(), i, value(rank, i));
+        for (size_t i = 0; i < count; ++i) store_element(a.dtype, in.data(), i, value(rank, i));
       };
       refill();
       for (int i = 0; i < a.warmup; ++i) run();
@@ -322,22 +243,22 @@ int main(int argc, char** argv) {
           double want = 0, got = 0;
           if (c == "all_reduce" || (c == "reduce" && rank == a.root)) {
             for (int r = 0; r < n; ++r) want += value(r, i);
-            got = get(a.dtype, in.data(), i);
+            got = load_element(a.dtype, in.data(), i);
           } else if (c == "broadcast" || c == "reduce") {
             want = value(c == "broadcast" ? a.root : rank, i);
-            got = get(a.dtype, in.data(), i);
+            got = load_element(a.dtype, in.data(), i);
           } else if (c == "all_gather") {
             size_t per = count / n;
             want = value(static_cast<int>(i / per), i % per);
-            got = get(a.dtype, out.data(), i);
+            got = load_element(a.dtype, out.data(), i);
           } else if (c == "reduce_scatter") {
             if (i >= count / n) break;
             for (int r = 0; r < n; ++r) want += value(r, rank * (count / n) + i);
-            got = get(a.dtype, out.data(), i);
+            got = load_element(a.dtype, out.data(), i);
           } else {
             size_t per = count / n;
             want = value(static_cast<int>(i / per), rank * per + i % per);
-            got = get(a.dtype, out.data(), i);
+            got = load_element(a.dtype, out.data(), i);
           }
           if (got != want) ++wrong;
         }

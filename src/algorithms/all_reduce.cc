@@ -72,11 +72,11 @@ constexpr uint32_t kMaxSegments = 1u << 12;  // the low 12 bits of a step's tag
 struct SegmentReduce {
   DType dtype;
   ReduceOp::Kind op;
-  uint8_t* into;        // the accumulator block
-  size_t block_bytes;   // of the incoming block
-  size_t segment;       // bytes per segment
-  uint32_t slots;       // receives in flight
-  uint64_t first_tag;   // tag of segment 0
+  uint8_t* into;       // the accumulator block
+  size_t block_bytes;  // of the incoming block
+  size_t segment;      // bytes per segment
+  uint32_t slots;      // receives in flight
+  uint64_t first_tag;  // tag of segment 0
   size_t elem;
   std::vector<uint32_t>* segment_of;  // per slot: which segment it holds
 };
@@ -119,8 +119,8 @@ Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
     sends.clear();
     for (size_t k = 0; k < segments(bytes); ++k) {
       size_t off = k * seg;
-      sends.push_back(SendRequest{right, MessageKind::kCollective, tag(static_cast<uint32_t>(k)), base + offset + off,
-                                  bytes == 0 ? 0 : std::min(seg, bytes - off)});
+      sends.push_back(SendRequest{right, MessageKind::kCollective, tag(static_cast<uint32_t>(k)),
+                                  base + offset + off, bytes == 0 ? 0 : std::min(seg, bytes - off)});
     }
   };
   for (int s = 0; s < p - 1; ++s, ++step) {
@@ -139,7 +139,8 @@ Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
       q.context = &reduce;
       recvs.push_back(q);
     }
-    Status st = c.transport.exchange(sends.data(), sends.size(), recvs.data(), recvs.size(), c.deadline, c.what);
+    Status st =
+        c.transport.exchange(sends.data(), sends.size(), recvs.data(), recvs.size(), c.deadline, c.what);
     if (!st.ok()) return st;
   }
   for (int s = 0; s < p - 1; ++s, ++step) {
@@ -151,10 +152,11 @@ Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
     recvs.clear();
     for (size_t k = 0; k < segments(rn * es); ++k) {
       size_t off = k * seg;
-      recvs.push_back(RecvRequest{left, MessageKind::kCollective, tag(static_cast<uint32_t>(k)), base + rf * es + off,
-                                  rn * es == 0 ? 0 : std::min(seg, rn * es - off)});
+      recvs.push_back(RecvRequest{left, MessageKind::kCollective, tag(static_cast<uint32_t>(k)),
+                                  base + rf * es + off, rn * es == 0 ? 0 : std::min(seg, rn * es - off)});
     }
-    Status st = c.transport.exchange(sends.data(), sends.size(), recvs.data(), recvs.size(), c.deadline, c.what);
+    Status st =
+        c.transport.exchange(sends.data(), sends.size(), recvs.data(), recvs.size(), c.deadline, c.what);
     if (!st.ok()) return st;
   }
   return Status::ok_status();

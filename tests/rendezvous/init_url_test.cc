@@ -8,18 +8,12 @@
 #include "cohort/errors.h"
 #include "common/socket.h"
 #include "rendezvous/init_url.h"
+#include "support/messages.h"
 
 namespace cohort {
 namespace {
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using testing::message_of;
 
 TEST(InitUrlTest, ParsesTcpWithIpv4Ipv6AndQuery) {
   InitUrl a = parse_init_url("tcp://10.1.2.3:29500?rank=1&world_size=4");

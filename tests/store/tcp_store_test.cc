@@ -8,6 +8,7 @@
 #include "cohort/tcp_store.h"
 #include "cohort/tcp_store_server.h"
 #include "common/socket.h"
+#include "support/messages.h"
 
 namespace cohort {
 namespace {
@@ -30,14 +31,7 @@ std::unique_ptr<TcpStoreServer> start_server(const std::string& host, std::strin
   return std::make_unique<TcpStoreServer>(so);
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using testing::message_of;
 
 TEST(TcpStoreTest, ServerInsideTheClientPicksAFreePortWhenAskedForZero) {
   TcpStoreOptions o = client_options(0);

@@ -140,8 +140,8 @@ Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
         continue;
       }
       if (it->size != r.bytes) {
-        return desync(peer_name(q) + " sent " + std::to_string(it->size) +
-                      " bytes but this rank expected " + std::to_string(r.bytes) + " in " + *pr->what + " (" +
+        return desync(peer_name(q) + " sent " + std::to_string(it->size) + " bytes but this rank expected " +
+                      std::to_string(r.bytes) + " in " + *pr->what + " (" +
                       describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
       }
       if (r.bytes) std::memcpy(r.data, it->data.get(), r.bytes);
@@ -529,15 +529,16 @@ Status TcpTransport::exchange(SendRequest* sends, size_t num_sends, RecvRequest*
   Status first_error;
   // post_one posts a receive whose completion may re-post it (on_arrival).
   std::function<void(RecvRequest*)> post_one = [&](RecvRequest* out) {
-    post_recv(*out, deadline, &what, [&remaining, &first_error, &post_one, out](const Status& st, int source) {
-      out->source = source;
-      if (st.ok() && out->on_arrival && out->on_arrival(out->context, *out)) {
-        post_one(out);
-        return;
-      }
-      --remaining;
-      if (!st.ok() && first_error.ok()) first_error = st;
-    });
+    post_recv(*out, deadline, &what,
+              [&remaining, &first_error, &post_one, out](const Status& st, int source) {
+                out->source = source;
+                if (st.ok() && out->on_arrival && out->on_arrival(out->context, *out)) {
+                  post_one(out);
+                  return;
+                }
+                --remaining;
+                if (!st.ok() && first_error.ok()) first_error = st;
+              });
   };
   for (size_t i = 0; i < num_recvs; ++i) post_one(&recvs[i]);
   for (size_t i = 0; i < num_sends; ++i) {
