@@ -291,6 +291,10 @@ void TcpTransport::finish_body(int q) {
     StatusCode code = n == 0 ? StatusCode::kNetworkError : static_cast<StatusCode>(b[0]);
     if (code != StatusCode::kTimeout && code != StatusCode::kDesync) code = StatusCode::kNetworkError;
     std::string text = n > 1 ? std::string(reinterpret_cast<const char*>(b) + 1, n - 1) : "a peer failed";
+    // What this rank itself was waiting for helps find the rank at the end
+    // of the chain (rank 0 waits for 2, which waits for the silent 1).
+    const std::string owed = owed_peers();
+    if (!owed.empty()) text += "; rank " + std::to_string(rank_) + " was itself " + owed;
     p.body_unexpected.reset();
     p.closed = Status(code, text);
     fail(p.closed);
