@@ -60,6 +60,80 @@ Status recursive_doubling(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) 
   return Status::ok_status();
 }
 
+// Recursive halving-doubling (Rabenseifner): a reduce-scatter by recursive
+// halving (each step swaps half of what a rank still holds with its
+// partner and reduces the half it keeps), then an all-gather by recursive
+// doubling. log2(P) steps each way like recursive doubling, but only
+// 2(P-1)/P of the vector moves, like the ring. Extra ranks of a world size
+// that is not a power of two fold in first, as in recursive_doubling.
+Status halving_doubling(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
+  const int p = c.transport.size();
+  const int r = c.transport.rank();
+  const size_t es = dtype_size(buf.dtype);
+  auto* base = static_cast<uint8_t*>(buf.data);
+  int p2 = 1;
+  while (p2 * 2 <= p) p2 *= 2;
+  const int extra = p - p2;
+  uint8_t* tmp = c.scratch_bytes(buf.bytes());
+  uint32_t step = 0;
+  int vrank;
+  if (r < 2 * extra) {
+    if (r % 2 == 0) {
+      Status st = sendrecv(c, step, r + 1, base, buf.bytes(), -1, nullptr, 0);
+      if (!st.ok()) return st;
+      vrank = -1;
+    } else {
+      Status st = sendrecv(c, step, -1, nullptr, 0, r - 1, tmp, buf.bytes());
+      if (!st.ok()) return st;
+      reduce_into(buf.dtype, op, base, tmp, buf.count);
+      vrank = r / 2;
+    }
+  } else {
+    vrank = r - extra;
+  }
+  ++step;
+  auto real = [&](int v) { return v < extra ? v * 2 + 1 : v + extra; };
+  if (vrank >= 0) {
+    // lo/hi: the element range this rank is responsible for, per level.
+    std::vector<std::pair<size_t, size_t>> ranges;
+    size_t lo = 0, hi = buf.count;
+    for (int mask = p2 / 2; mask > 0; mask >>= 1, ++step) {
+      const int partner = real(vrank ^ mask);
+      const size_t mid = lo + (hi - lo) / 2;
+      const bool upper = (vrank & mask) != 0;
+      const size_t keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
+      const size_t give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
+      Status st = sendrecv(c, step, partner, base + give_lo * es, (give_hi - give_lo) * es, partner, tmp,
+                           (keep_hi - keep_lo) * es);
+      if (!st.ok()) return st;
+      reduce_into(buf.dtype, op, base + keep_lo * es, tmp, keep_hi - keep_lo);
+      ranges.emplace_back(lo, hi);
+      lo = keep_lo;
+      hi = keep_hi;
+    }
+    for (int mask = 1; mask < p2; mask <<= 1, ++step) {
+      const int partner = real(vrank ^ mask);
+      const auto [parent_lo, parent_hi] = ranges.back();
+      ranges.pop_back();
+      // The partner holds the other half of the parent range.
+      const size_t other_lo = lo == parent_lo ? hi : parent_lo;
+      const size_t other_hi = lo == parent_lo ? parent_hi : lo;
+      Status st = sendrecv(c, step, partner, base + lo * es, (hi - lo) * es, partner, base + other_lo * es,
+                           (other_hi - other_lo) * es);
+      if (!st.ok()) return st;
+      lo = parent_lo;
+      hi = parent_hi;
+    }
+  } else {
+    step += 2 * static_cast<uint32_t>(__builtin_ctz(static_cast<unsigned>(p2)));
+  }
+  if (r < 2 * extra) {
+    if (r % 2 == 0) return sendrecv(c, step, -1, nullptr, 0, r + 1, base, buf.bytes());
+    return sendrecv(c, step, r - 1, base, buf.bytes(), -1, nullptr, 0);
+  }
+  return Status::ok_status();
+}
+
 // Segments of a ring step: small enough that reducing one overlaps the
 // arrival of the next, large enough that per-message costs stay small.
 constexpr size_t kSegmentBytes = 256 * 1024;
@@ -173,8 +247,9 @@ Status sendrecv(AlgoContext& c, uint32_t step, int to, const void* send_data, si
 
 Status all_reduce(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op, Algorithm algorithm) {
   if (c.transport.size() == 1) return Status::ok_status();
-  if (algorithm == Algorithm::kRing && buf.count >= static_cast<size_t>(c.transport.size()))
-    return ring(c, buf, op);
+  const bool splittable = buf.count >= static_cast<size_t>(c.transport.size());
+  if (algorithm == Algorithm::kRing && splittable) return ring(c, buf, op);
+  if (algorithm == Algorithm::kHalvingDoubling && splittable) return halving_doubling(c, buf, op);
   return recursive_doubling(c, buf, op);
 }
 

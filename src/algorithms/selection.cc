@@ -16,10 +16,13 @@ struct Rule {
 constexpr size_t kAny = ~size_t{0};
 
 // The table: the first rule that fits wins. Small all_reduce is latency
-// bound (log2 P steps of the whole vector); large is bandwidth bound (the
-// ring moves 2(P-1)/P of the data per rank, the minimum).
+// bound (recursive doubling: log2 P steps of the whole vector); medium
+// wants both few steps and little data (halving-doubling: 2 log2 P steps,
+// 2(P-1)/P of the data); large is bandwidth bound (the pipelined ring moves
+// the same minimum, in segments that overlap the reduction).
 constexpr Rule kRules[] = {
-    {Collective::kAllReduce, 64 * 1024, Algorithm::kRecursiveDoubling},
+    {Collective::kAllReduce, 16 * 1024, Algorithm::kRecursiveDoubling},
+    {Collective::kAllReduce, 1024 * 1024, Algorithm::kHalvingDoubling},
     {Collective::kAllReduce, kAny, Algorithm::kRing},
     {Collective::kBroadcast, kAny, Algorithm::kBinomialTree},
     {Collective::kReduce, kAny, Algorithm::kBinomialTree},
@@ -37,6 +40,7 @@ bool can_run(Algorithm a, Collective c) {
     case Algorithm::kRing:
       return c == Collective::kAllReduce || c == Collective::kAllGather || c == Collective::kReduceScatter;
     case Algorithm::kRecursiveDoubling:
+    case Algorithm::kHalvingDoubling:
       return c == Collective::kAllReduce;
     case Algorithm::kBinomialTree:
       return c == Collective::kBroadcast || c == Collective::kReduce;
@@ -51,8 +55,8 @@ bool can_run(Algorithm a, Collective c) {
 }
 
 bool parse_algorithm(const std::string& name, Algorithm* out) {
-  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kBinomialTree,
-                      Algorithm::kDirect, Algorithm::kPairwise, Algorithm::kDissemination}) {
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
+                      Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kPairwise, Algorithm::kDissemination}) {
     if (name == algorithm_name(a)) return *out = a, true;
   }
   return false;
@@ -90,6 +94,8 @@ const char* algorithm_name(Algorithm a) {
       return "ring";
     case Algorithm::kRecursiveDoubling:
       return "recursive_doubling";
+    case Algorithm::kHalvingDoubling:
+      return "halving_doubling";
     case Algorithm::kBinomialTree:
       return "binomial_tree";
     case Algorithm::kDirect:

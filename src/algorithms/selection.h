@@ -24,7 +24,15 @@ enum class Collective {
   kBarrier
 };
 
-enum class Algorithm { kRing, kRecursiveDoubling, kBinomialTree, kDirect, kPairwise, kDissemination };
+enum class Algorithm {
+  kRing,
+  kRecursiveDoubling,
+  kHalvingDoubling,
+  kBinomialTree,
+  kDirect,
+  kPairwise,
+  kDissemination,
+};
 
 const char* collective_name(Collective c);
 const char* algorithm_name(Algorithm a);

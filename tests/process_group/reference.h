@@ -142,9 +142,9 @@ inline std::vector<ReduceOp> ops_for(DType dtype) {
   return ops;
 }
 
-// counts: empty, one, odd, and just over 1 MiB.
+// counts: empty, one, odd, medium (halving-doubling), and just over 1 MiB.
 inline std::vector<size_t> counts_for(DType dtype) {
-  return {0, 1, 7, (size_t{1} << 20) / dtype_size(dtype) + 3};
+  return {0, 1, 7, 20001, (size_t{1} << 20) / dtype_size(dtype) + 3};
 }
 
 }  // namespace cohort::testing

@@ -12,6 +12,7 @@ namespace {
 TEST(AlgorithmSelection, TablePicksLatencyOrBandwidthAlgorithms) {
   reset_config("COHORT_ALGO");
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 4, 8).value(), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 256 << 10, 8).value(), Algorithm::kHalvingDoubling);
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 64 << 20, 8).value(), Algorithm::kRing);
   EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 5).value(), Algorithm::kBinomialTree);
   EXPECT_EQ(choose_algorithm(Collective::kBarrier, 0, 3).value(), Algorithm::kDissemination);
@@ -31,10 +32,10 @@ TEST(AlgorithmSelection, OverrideForcesAnAlgorithmAndRejectsNonsense) {
   reset_config("COHORT_ALGO");
 }
 
-TEST(AlgorithmSelection, ForcedRingAndDoublingGiveTheSameSums) {
-  for (const char* algo : {"all_reduce=ring", "all_reduce=recursive_doubling"}) {
+TEST(AlgorithmSelection, EveryAllReduceAlgorithmGivesTheSameSums) {
+  for (const char* algo : {"all_reduce=ring", "all_reduce=recursive_doubling", "all_reduce=halving_doubling"}) {
     set_config("COHORT_ALGO", algo);
-    for (int world : {3, 5}) {
+    for (int world : {2, 3, 5, 6, 8}) {
       run_ranks(world, [&](ProcessGroup& g) {
         for (size_t n : {size_t{1}, size_t{6}, size_t{100003}}) {
           std::vector<int64_t> v(n, g.rank() + 1);
