@@ -55,8 +55,9 @@ bool can_run(Algorithm a, Collective c) {
 }
 
 bool parse_algorithm(const std::string& name, Algorithm* out) {
-  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-                      Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kPairwise, Algorithm::kDissemination}) {
+  for (Algorithm a :
+       {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
+        Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kPairwise, Algorithm::kDissemination}) {
     if (name == algorithm_name(a)) return *out = a, true;
   }
   return false;

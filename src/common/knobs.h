@@ -85,6 +85,12 @@ inline constexpr KnobSpec kTcpBufferBytes{
     "SO_SNDBUF and SO_RCVBUF of process-group connections; 0 leaves them to the kernel's "
     "autotuning."};
 
+inline constexpr KnobSpec kTcpConnect{
+    "COHORT_TCP_CONNECT", KnobType::kChoice, "eager",
+    "When process groups connect their ranks: eager (all pairs while joining) or lazy (a pair on "
+    "its first message; fewer connections for sparse traffic).",
+    "eager|lazy"};
+
 inline constexpr KnobSpec kAlgo{
     "COHORT_ALGO", KnobType::kString, "",
     "Overrides the algorithm table, e.g. 'all_reduce=ring,broadcast=binomial_tree'. Names: ring, "
@@ -100,7 +106,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kStoreMaxFrameBytes, &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS,
     &kConnectRetryMaxMs,  &kStoreClientSpinUs,   &kStoreServerSpinUs,
     &kSocketIfname,       &kTcpSpinUs,           &kAlgo,
-    &kDefaultTimeoutS,    &kTcpBufferBytes,
+    &kDefaultTimeoutS,    &kTcpBufferBytes,      &kTcpConnect,
 };
 
 }  // namespace knobs

@@ -33,7 +33,8 @@ TEST(AlgorithmSelection, OverrideForcesAnAlgorithmAndRejectsNonsense) {
 }
 
 TEST(AlgorithmSelection, EveryAllReduceAlgorithmGivesTheSameSums) {
-  for (const char* algo : {"all_reduce=ring", "all_reduce=recursive_doubling", "all_reduce=halving_doubling"}) {
+  for (const char* algo :
+       {"all_reduce=ring", "all_reduce=recursive_doubling", "all_reduce=halving_doubling"}) {
     set_config("COHORT_ALGO", algo);
     for (int world : {2, 3, 5, 6, 8}) {
       run_ranks(world, [&](ProcessGroup& g) {

@@ -144,6 +144,10 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   std::vector<Socket> sockets(static_cast<size_t>(size));
   std::vector<std::string> names(static_cast<size_t>(size));
   for (int q = 0; q < size; ++q) names[q] = to_string(addresses[q]);
+  if (config_string(knobs::kTcpConnect) == "lazy") {
+    // Everyone has joined; connections come with the first messages.
+    return std::make_unique<TcpTransport>(rank, size, std::move(listener.value()), std::move(names));
+  }
 
   // Connect to every lower rank and say who we are.
   for (int q = 0; q < rank; ++q) {

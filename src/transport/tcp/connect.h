@@ -4,7 +4,9 @@
 // it under "tcp/addr/<rank>", and waits for everyone's. Then each rank
 // connects to every lower rank (sending a hello with its rank) and accepts
 // one connection from every higher rank. The listen backlog holds
-// connections until they are accepted, so this order cannot deadlock.
+// connections until they are accepted, so this order cannot deadlock. With
+// COHORT_TCP_CONNECT=lazy it stops after the addresses: each pair connects
+// on its first message (lazy_connect.cc).
 #pragma once
 
 #include <memory>

@@ -217,8 +217,9 @@ void TcpTransport::post_send(const SendRequest& send, Deadline deadline, const s
                    std::move(done)};
   peers_[send.peer].sends.push_back(std::move(out));
   ++pending_;
+  if (peers_[send.peer].link == Link::kIdle) start_link(send.peer, deadline);
   // Try at once: most sends fit in the socket buffer and finish here.
-  if (peers_[send.peer].sends.size() == 1) {
+  if (peers_[send.peer].link == Link::kReady && peers_[send.peer].sends.size() == 1) {
     Status st = write_to(send.peer);
     if (!st.ok()) fail(st);
   }
@@ -464,20 +465,42 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
   // only a quiet spell of spin_us_ puts the thread to sleep.
   const auto spin = std::chrono::microseconds(permit.granted() ? spin_us_ : 0);
   auto spin_until = Clock::now() + spin;
-  std::vector<pollfd> fds(static_cast<size_t>(size_) + 1);
-  std::vector<int> fd_peer(static_cast<size_t>(size_));  // which peer each pollfd is
+  // What each pollfd stands for: a peer's connection (>= 0), a peer's
+  // connection awaiting its answer (-2 - peer), a handshake (-1000000 -
+  // index), the listener (kListenerSlot).
+  constexpr int kListenerSlot = -1;
+  constexpr int kHandshakeBase = -1000000;
+  std::vector<pollfd> fds;
+  std::vector<int> slot;
   for (;;) {
     if (finished()) return true;
     if (!failed_.ok()) return true;
-    size_t n = 0;
+    fds.clear();
+    slot.clear();
     for (int q = 0; q < size_; ++q) {
       if (!peers_[q].socket.valid() || !peers_[q].closed.ok()) continue;
+      if (peers_[q].link == Link::kInitiated) {
+        slot.push_back(-2 - q);
+        fds.push_back(pollfd{peers_[q].socket.fd(), POLLIN, 0});
+        continue;
+      }
+      if (peers_[q].link != Link::kReady) continue;
       short events = POLLIN;
       if (!peers_[q].sends.empty()) events |= POLLOUT;
-      fd_peer[n] = q;
-      fds[n++] = pollfd{peers_[q].socket.fd(), events, 0};
+      slot.push_back(q);
+      fds.push_back(pollfd{peers_[q].socket.fd(), events, 0});
     }
-    fds[n++] = pollfd{wake_fd_, POLLIN, 0};
+    for (size_t h = 0; h < handshakes_.size(); ++h) {
+      slot.push_back(kHandshakeBase - static_cast<int>(h));
+      fds.push_back(pollfd{handshakes_[h].socket.fd(), POLLIN, 0});
+    }
+    if (listener_.valid()) {
+      slot.push_back(kListenerSlot);
+      fds.push_back(pollfd{listener_.fd(), POLLIN, 0});
+    }
+    size_t n = fds.size();
+    fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+    ++n;
     const Deadline next = Deadline::sooner(until, earliest_deadline());
     const int timeout = Clock::now() < spin_until ? 0 : next.poll_timeout_ms();
     int rc = ::poll(fds.data(), n, timeout);
@@ -505,15 +528,35 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
     }
     if (rc > 0) {
       if (rc > (fds[n - 1].revents ? 1 : 0)) spin_until = Clock::now() + spin;
+      bool accept_now = false;
+      std::vector<size_t> handshakes_ready;
       for (size_t i = 0; i + 1 < n && failed_.ok(); ++i) {
-        const int q = fd_peer[i];
-        if (!peers_[q].closed.ok()) continue;
-        short re = fds[i].revents;
-        Status st;
-        if (re & POLLOUT) st = write_to(q);
-        if (st.ok() && (re & (POLLIN | POLLERR | POLLHUP))) st = read_from(q);
+        const short re = fds[i].revents;
+        if (!re) continue;
+        const int what_slot = slot[i];
+        if (what_slot == kListenerSlot) {
+          accept_now = true;
+        } else if (what_slot <= kHandshakeBase) {
+          handshakes_ready.push_back(static_cast<size_t>(kHandshakeBase - what_slot));
+        } else if (what_slot <= -2) {
+          Status st = read_ack(-2 - what_slot);
+          if (!st.ok()) fail(st);
+        } else {
+          const int q = what_slot;
+          if (!peers_[q].closed.ok()) continue;
+          Status st;
+          if (re & POLLOUT) st = write_to(q);
+          if (st.ok() && (re & (POLLIN | POLLERR | POLLHUP))) st = read_from(q);
+          if (!st.ok()) fail(st);
+        }
+      }
+      // Handshakes go last to first, so that removing one keeps the others'
+      // indices; then new connections.
+      for (auto it = handshakes_ready.rbegin(); it != handshakes_ready.rend() && failed_.ok(); ++it) {
+        Status st = read_handshake(*it);
         if (!st.ok()) fail(st);
       }
+      if (accept_now && failed_.ok()) accept_links();
     }
     auto now = Clock::now();
     if (earliest_deadline().when() <= now) expire(now);

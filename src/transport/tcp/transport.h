@@ -25,6 +25,9 @@ class TcpTransport : public Transport {
   // `sockets[q]` is connected to peer q (invalid for this rank's own slot);
   // `addresses[q]` describes it for messages.
   TcpTransport(int rank, int size, std::vector<Socket> sockets, std::vector<std::string> addresses);
+  // Lazy: no connection yet; each is made the first time a rank sends to a
+  // peer, through `listener` and the peers' `addresses` (lazy_connect.cc).
+  TcpTransport(int rank, int size, Socket listener, std::vector<std::string> addresses);
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -79,7 +82,15 @@ class TcpTransport : public Transport {
     Completion done;
   };
 
+  // Link is the state of the connection to a peer. Eager transports start
+  // kReady; lazy ones kIdle. The first send to an idle peer connects and
+  // says hello (kInitiated) and waits for the peer's one-byte answer; if
+  // both sides connect at once, the connection the lower rank made wins and
+  // the other side waits for it (kAwaitPeer).
+  enum class Link { kReady, kIdle, kInitiated, kAwaitPeer };
+
   struct Peer {
+    Link link = Link::kReady;
     Socket socket;
     std::string address;
     // Receiving: the header being read, then the payload being read into
@@ -98,6 +109,19 @@ class TcpTransport : public Transport {
     // needs it from now on fails with this.
     Status closed;
   };
+
+  // A connection accepted from a peer that has not said who it is yet.
+  struct Handshake {
+    Socket socket;
+    uint8_t hello[12];
+    size_t got = 0;
+  };
+
+  // lazy_connect.cc: making connections on first use.
+  void start_link(int peer, Deadline deadline);
+  Status read_ack(int peer);
+  void accept_links();
+  Status read_handshake(size_t index);
 
   // drive runs the I/O loop until `finished()` is true, `until` passes or a
   // wake-up arrives; returns false when woken or out of time.
@@ -130,7 +154,9 @@ class TcpTransport : public Transport {
   std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> spare_;  // capacity, buffer
   size_t spin_us_ = 0;
   int wake_fd_ = -1;  // eventfd written by wake() and interrupt()
-  Status failed_;     // once set, every request fails with it
+  Socket listener_;   // lazy transports: where peers connect
+  std::vector<Handshake> handshakes_;
+  Status failed_;  // once set, every request fails with it
 
   std::mutex interrupt_mu_;
   Status interrupt_reason_;  // guarded by interrupt_mu_
