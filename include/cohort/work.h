@@ -43,7 +43,10 @@ class Work : public std::enable_shared_from_this<Work> {
   int source_rank() const;
 
   // then runs `callback` once the operation completes (at once, on this
-  // thread, when it already has); otherwise on the thread that completes it.
+  // thread, when it already has); otherwise on the thread that completes it,
+  // usually the group's worker: a callback must not wait for the group (a
+  // synchronous call from it would wait for itself) nor drop the last
+  // reference to the group.
   void then(std::function<void(Work&)> callback);
 
   // get_future returns a future that becomes ready when the operation does

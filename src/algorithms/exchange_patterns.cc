@@ -47,12 +47,16 @@ Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Bu
   for (int s = 0; s < p - 1; ++s) {
     const int b = (r - s - 2 + 2 * p) % p;
     const Buffer& mine = inputs[b];
-    const bool last = s == p - 2;  // then b == r: receive straight into the output
-    uint8_t* into = last ? static_cast<uint8_t*>(output.data) : receiving;
+    // On the last step b == r: receive straight into the output, unless the
+    // output is this rank's own input block (in place), which is still needed.
+    const bool last = s == p - 2;
+    const bool in_place = output.data == mine.data;
+    uint8_t* into = last && !in_place ? static_cast<uint8_t*>(output.data) : receiving;
     Status st =
         sendrecv(c, static_cast<uint32_t>(s), right, sending, sending_bytes, left, into, mine.bytes());
     if (!st.ok()) return st;
     reduce_into(mine.dtype, op, into, mine.data, mine.count);
+    if (last && in_place && mine.bytes()) std::memcpy(output.data, into, mine.bytes());
     std::swap(sending, receiving);
     sending_bytes = mine.bytes();
   }

@@ -61,7 +61,7 @@ void ProcessGroup::worker_loop() {
           cv_.wait(lock);
         }
       }
-      if (queue_.empty() && stopping_) break;
+      if (stopping_) break;  // what is still queued is cancelled below
       item = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -92,20 +92,23 @@ void ProcessGroup::worker_loop() {
 std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const CollectiveOptions& options,
                                             std::function<void(Work&, const OpContext&)> run,
                                             bool is_collective) {
-  // Collectives are numbered alike on every rank (their messages carry the
-  // number); point-to-point calls need not match up, so they count apart.
-  const uint64_t seq = is_collective ? ++sequence_ : ++p2p_sequence_;
-  auto what = std::make_shared<std::string>(op + (is_collective ? " #" : " (p2p #") + std::to_string(seq) +
-                                            (is_collective ? "" : ")") + " of group " + name_);
-  auto work = std::make_shared<Work>(*what);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : timeout_;
   // The deadline counts from the call, not from when the worker gets to it.
-  OpContext context{seq, Deadline::after(timeout), what.get(), what};
-  Task task = [this, work, what, context, run = std::move(run)] { run(*work, context); };
+  const Deadline deadline = Deadline::after(timeout);
+  std::shared_ptr<Work> work;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw InvalidArgument(op + ": group " + name_ + " is being destroyed");
-    queue_.emplace_back(work, std::move(task));
+    // Numbered under the queue's lock, so that numbers follow queue order
+    // even when several threads issue operations. Collectives are numbered
+    // alike on every rank (their messages carry the number); point-to-point
+    // calls need not match up, so they count apart.
+    const uint64_t seq = is_collective ? ++sequence_ : ++p2p_sequence_;
+    auto what = std::make_shared<std::string>(op + (is_collective ? " #" : " (p2p #") + std::to_string(seq) +
+                                              (is_collective ? "" : ")") + " of group " + name_);
+    work = std::make_shared<Work>(*what);
+    OpContext context{seq, deadline, what.get(), what};
+    queue_.emplace_back(work, [work, context, run = std::move(run)] { run(*work, context); });
   }
   cv_.notify_one();
   backend_->wake();

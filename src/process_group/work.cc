@@ -81,6 +81,9 @@ void Work::complete(std::exception_ptr error, int source_rank) {
     } catch (const std::exception& e) {
       // A throwing callback must not keep the others from running.
       COHORT_LOG(kError) << "a callback on " << description_ << " threw: " << e.what();
+    } catch (...) {
+      COHORT_LOG(kError) << "a callback on " << description_
+                         << " threw something that is not a std::exception";
     }
   }
 }

@@ -205,6 +205,24 @@ TEST_P(CollectiveMatrix, ReduceScatterWithUnevenBlocks) {
   });
 }
 
+TEST_P(CollectiveMatrix, ReduceScatterTensorInPlace) {
+  const int world = GetParam();
+  run_ranks(world, [&](ProcessGroup& g) {
+    // NCCL-style in place: the output is this rank's block of the input.
+    const size_t n = 1001;
+    std::vector<int32_t> data(n * static_cast<size_t>(world));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i % 7) + g.rank();
+    Buffer output = Buffer::of(data.data() + static_cast<size_t>(g.rank()) * n, n);
+    g.reduce_scatter_tensor(output, Buffer::of(data));
+    for (size_t i = 0; i < n; ++i) {
+      size_t global = static_cast<size_t>(g.rank()) * n + i;
+      int32_t want = static_cast<int32_t>(global % 7) * world + world * (world - 1) / 2;
+      ASSERT_EQ(output.count, n);
+      ASSERT_EQ(data[global], want) << "rank " << g.rank() << " [" << i << "]";
+    }
+  });
+}
+
 TEST_P(CollectiveMatrix, AllToAllListsAndSingleWithUnevenSplits) {
   const int world = GetParam();
   run_ranks(world, [&](ProcessGroup& g) {

@@ -112,6 +112,10 @@ TEST(InvalidArgumentTest, AbortFailsPendingWorkAtOnce) {
       } catch (const NetworkError& e) {
         EXPECT_NE(std::string(e.what()).find("test is done waiting"), std::string::npos) << e.what();
       }
+      // Work issued after the abort fails at once, with the same reason.
+      int32_t x = 0;
+      auto late = g.isend(Buffer::of(&x, 1), 1);
+      EXPECT_THROW(late->wait(), Error);
       checked = true;
     }
   });

@@ -81,7 +81,13 @@ Status TcpTransport::read_ack(int q) {
 void TcpTransport::accept_links() {
   for (;;) {
     int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
+      // Out of descriptors (or worse): the listener would stay readable and
+      // the loop spin, so the group gives up with the reason.
+      return fail(network_error("rank " + std::to_string(rank_) +
+                                " cannot accept a peer's connection: " + std::strerror(errno)));
+    }
     handshakes_.push_back(Handshake{Socket(fd), {}, 0});
   }
 }

@@ -74,8 +74,20 @@ void TcpTransport::interrupt(const Status& reason) {
   wake();
 }
 
+// A lazy transport also has its listener to serve: peers may connect to it
+// while this rank's worker has nothing else to do.
 bool TcpTransport::has_pending() const {
-  return pending_ > 0;
+  return pending_ > 0 || listener_.valid();
+}
+
+void TcpTransport::check_interrupt() {
+  if (!interrupted_.load() || !failed_.ok()) return;
+  Status reason;
+  {
+    std::lock_guard<std::mutex> lock(interrupt_mu_);
+    reason = interrupt_reason_;
+  }
+  fail(reason);  // outside the lock: a completion may call interrupt() again
 }
 
 void TcpTransport::fail(const Status& status, bool tell_peers) {
@@ -95,13 +107,12 @@ void TcpTransport::fail(const Status& status, bool tell_peers) {
     Header h{kFrameMagic, static_cast<uint32_t>(MessageKind::kFailure), 0, body.size()};
     for (auto& p : peers_) {
       if (!p.socket.valid()) continue;
-      if (p.closed.ok() && (p.sends.empty() || p.sends.front().sent == 0)) {
-        iovec iov[2] = {{&h, sizeof h}, {body.data(), body.size()}};
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = 2;
-        ssize_t ignored = ::sendmsg(p.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)ignored;
+      if (p.closed.ok() && p.link == Link::kReady && (p.sends.empty() || p.sends.front().sent == 0)) {
+        // Whole or not at all: a cut-off frame would only confuse the peer.
+        std::vector<uint8_t> frame(sizeof h + body.size());
+        std::memcpy(frame.data(), &h, sizeof h);
+        std::memcpy(frame.data() + sizeof h, body.data(), body.size());
+        send_all(p.socket.fd(), frame.data(), frame.size(), Deadline::after(std::chrono::milliseconds(100)));
       }
       ::shutdown(p.socket.fd(), SHUT_RDWR);
     }
@@ -157,6 +168,7 @@ Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
 
 void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const std::string* what,
                              Completion done) {
+  check_interrupt();
   if (!failed_.ok()) return done(failed_, -1);
   auto pr = std::make_unique<PostedRecv>(PostedRecv{recv, deadline, what, std::move(done)});
   bool matched = false;
@@ -202,6 +214,7 @@ void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const s
 
 void TcpTransport::post_send(const SendRequest& send, Deadline deadline, const std::string* what,
                              Completion done) {
+  check_interrupt();
   if (!failed_.ok()) return done(failed_, -1);
   if (!peers_[send.peer].closed.ok()) {
     Status why = peers_[send.peer].closed;
@@ -567,10 +580,7 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
 
 Status TcpTransport::exchange(SendRequest* sends, size_t num_sends, RecvRequest* recvs, size_t num_recvs,
                               Deadline deadline, const std::string& what) {
-  if (interrupted_.load() && failed_.ok()) {
-    std::lock_guard<std::mutex> lock(interrupt_mu_);
-    failed_ = interrupt_reason_;
-  }
+  check_interrupt();
   if (!failed_.ok()) return failed_;
   size_t remaining = num_sends + num_recvs;
   Status first_error;
@@ -599,7 +609,8 @@ Status TcpTransport::exchange(SendRequest* sends, size_t num_sends, RecvRequest*
 }
 
 void TcpTransport::progress(Deadline until) {
-  drive([&] { return pending_ == 0; }, until, true);
+  check_interrupt();
+  drive([&] { return pending_ == 0 && !listener_.valid(); }, until, true);
 }
 
 }  // namespace cohort::tcp

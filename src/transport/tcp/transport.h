@@ -135,6 +135,8 @@ class TcpTransport : public Transport {
   Status write_to(int peer);
   Status take_unexpected(PostedRecv* recv, bool* matched);
   void expire(Clock::time_point now);
+  // check_interrupt fails the transport when interrupt() was called.
+  void check_interrupt();
   // take_buffer returns a buffer of at least n bytes (from spare_ when one
   // fits); give_back keeps a few for reuse.
   std::unique_ptr<uint8_t[]> take_buffer(size_t n, size_t* capacity);
