@@ -371,7 +371,16 @@ Status TcpTransport::read_from(int q) {
       if (!st.ok()) return st;
     } else {
       p.body_got += static_cast<size_t>(n);
-      if (p.body_got == p.header.bytes) finish_body(q);
+      if (p.body_got == p.header.bytes) {
+        finish_body(q);
+        // Between messages, keep this rank's own sends moving: a long run of
+        // receives (each maybe reduced on arrival) would otherwise starve the
+        // peer, who waits for what this rank has to send.
+        if (has_queued_sends()) {
+          Status st = write_queued();
+          if (!st.ok()) return st;
+        }
+      }
     }
   }
 }
@@ -384,6 +393,22 @@ void TcpTransport::peer_closed(int q, Status why) {
     if (r->request.peer == q) needed = true;
   }
   if (needed) fail(why);
+}
+
+bool TcpTransport::has_queued_sends() const {
+  for (const auto& p : peers_) {
+    if (p.link == Link::kReady && !p.sends.empty()) return true;
+  }
+  return false;
+}
+
+Status TcpTransport::write_queued() {
+  for (int q = 0; q < size_; ++q) {
+    if (peers_[q].link != Link::kReady || peers_[q].sends.empty() || !peers_[q].closed.ok()) continue;
+    Status st = write_to(q);
+    if (!st.ok()) return st;
+  }
+  return Status::ok_status();
 }
 
 Status TcpTransport::write_to(int q) {

@@ -133,6 +133,8 @@ class TcpTransport : public Transport {
   Status start_body(int peer);
   void finish_body(int peer);
   Status write_to(int peer);
+  bool has_queued_sends() const;
+  Status write_queued();
   Status take_unexpected(PostedRecv* recv, bool* matched);
   void expire(Clock::time_point now);
   // check_interrupt fails the transport when interrupt() was called.
