@@ -67,3 +67,40 @@ TEST(TutorialExamples, DataPartitionerSplitsEvenlyAndCoversTheSet) {
 
 }  // namespace
 }  // namespace cohort::testing
+
+namespace cohort::testing {
+namespace {
+
+TEST(CohortBench, PrintsNcclTestsColumnsAndChecksResults) {
+  for (const char* collective : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"}) {
+    Subprocess bench({binary_path("tools/cohort-bench"), collective, "-b", "64", "-e", "64K", "-f", "32", "-n", "2",
+                      "-w", "1", "--spawn", "3"});
+    std::string out = bench.read_all(std::chrono::seconds(120));
+    EXPECT_EQ(bench.wait(), 0) << collective << ":\n" << out;
+    EXPECT_NE(out.find("size        count     type  redop  root   time(us) algbw(GB/s) busbw(GB/s)  #wrong"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("# Avg bus bandwidth"), std::string::npos) << out;
+    // Three sizes (64 B, 2 KiB, 64 KiB), each with 0 wrong elements.
+    size_t rows = 0, pos = 0;
+    while ((pos = out.find("       0\n", pos)) != std::string::npos) ++rows, ++pos;
+    EXPECT_EQ(rows, 3u) << collective << ":\n" << out;
+  }
+}
+
+TEST(CohortBench, JsonOutput) {
+  Subprocess bench({binary_path("tools/cohort-bench"), "all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0",
+                    "--json", "--spawn", "2"});
+  std::string out = bench.read_all(std::chrono::seconds(60));
+  EXPECT_EQ(bench.wait(), 0);
+  EXPECT_EQ(out.rfind("[{\"size\":8,\"count\":2,\"type\":\"float32\",\"redop\":\"SUM\"", 0), 0u) << out;
+  EXPECT_NE(out.find("\"wrong\":0}]"), std::string::npos) << out;
+}
+
+TEST(CohortBench, RejectsAnUnknownCollective) {
+  Subprocess bench({binary_path("tools/cohort-bench"), "all_shuffle"});
+  EXPECT_EQ(bench.wait(), 2);
+}
+
+}  // namespace
+}  // namespace cohort::testing
