@@ -98,6 +98,8 @@ std::shared_ptr<Work> all_to_all_single(const Buffer& output, const Buffer& inpu
                                         const std::vector<size_t>& input_split_sizes = {},
                                         const AllToAllOptions& options = {}, const GroupPtr& group = nullptr);
 std::shared_ptr<Work> barrier(const BarrierOptions& options = {}, const GroupPtr& group = nullptr);
+void monitored_barrier(const BarrierOptions& options = {}, bool wait_all_ranks = false,
+                       const GroupPtr& group = nullptr);
 // send/recv take global ranks, as torch's module-level functions do.
 std::shared_ptr<Work> send(const Buffer& buffer, int dst, const P2POptions& options = {},
                            const GroupPtr& group = nullptr);

@@ -128,6 +128,13 @@ class ProcessGroup {
                                           const AllToAllOptions& options = {});
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {});
 
+  // monitored_barrier is torch's debugging barrier: rank 0 waits for every
+  // other rank (within options.timeout, or the group's) and then releases
+  // them. A rank that does not arrive makes rank 0 throw TimeoutError naming
+  // it (every missing rank with wait_all_ranks; the first otherwise), and
+  // the others fail with that reason. Synchronous, as torch's.
+  void monitored_barrier(const BarrierOptions& options = {}, bool wait_all_ranks = false);
+
   std::shared_ptr<Work> send(const Buffer& buffer, int dst, const P2POptions& options = {});
   // recv from `src`, or from any rank with kAnySourceRank.
   std::shared_ptr<Work> recv(const Buffer& buffer, int src, const P2POptions& options = {});

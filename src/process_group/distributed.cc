@@ -281,6 +281,9 @@ std::shared_ptr<Work> all_to_all_single(const Buffer& output, const Buffer& inpu
 std::shared_ptr<Work> barrier(const BarrierOptions& o, const GroupPtr& group) {
   return resolve(group)->barrier(o);
 }
+void monitored_barrier(const BarrierOptions& o, bool wait_all_ranks, const GroupPtr& group) {
+  resolve(group)->monitored_barrier(o, wait_all_ranks);
+}
 std::shared_ptr<Work> send(const Buffer& b, int dst, const P2POptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
   return g->send(b, get_group_rank(g, dst), o);

@@ -270,6 +270,49 @@ std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
                     [this](const OpContext& c, std::exception_ptr* e) { fail_on(backend_->barrier(c), e); });
 }
 
+// The point-to-point tag monitored_barrier uses (users' tags are usually
+// small and non-negative).
+constexpr int kMonitoredBarrierTag = -0x4d4f4e;  // "MON"
+
+void ProcessGroup::monitored_barrier(const BarrierOptions& o, bool wait_all_ranks) {
+  if (size() == 1) return;
+  const auto timeout = o.timeout.count() > 0 ? o.timeout : timeout_;
+  P2POptions p;
+  p.tag = kMonitoredBarrierTag;
+  p.timeout = timeout;
+  p.async_op = true;
+  uint8_t token = 1;
+  if (rank_ != 0) {
+    send(Buffer::of(&token, 1), 0, p)->wait();
+    recv(Buffer::of(&token, 1), 0, p)->wait();  // rank 0 lets everyone go
+    return;
+  }
+  std::vector<uint8_t> tokens(static_cast<size_t>(size()));
+  std::vector<std::shared_ptr<Work>> arrivals;
+  for (int q = 1; q < size(); ++q) arrivals.push_back(recv(Buffer::of(&tokens[q], 1), q, p));
+  std::vector<int> missing;
+  std::string first_error;
+  for (int q = 1; q < size(); ++q) {
+    try {
+      arrivals[q - 1]->wait();
+    } catch (const Error& e) {
+      missing.push_back(q);
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  if (!missing.empty()) {
+    if (!wait_all_ranks) missing.resize(1);
+    std::string list;
+    for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+    throw TimeoutError("monitored_barrier of group " + name_ + ": rank" +
+                       (missing.size() > 1 ? "s [" : " [") + list + "] did not arrive within " +
+                       std::to_string(timeout.count()) + " ms (" + first_error + ")");
+  }
+  std::vector<std::shared_ptr<Work>> releases;
+  for (int q = 1; q < size(); ++q) releases.push_back(send(Buffer::of(&token, 1), q, p));
+  for (auto& w : releases) w->wait();
+}
+
 std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2POptions& o) {
   const std::string op = "send";
   check_buffer(op, buffer, "buffer");

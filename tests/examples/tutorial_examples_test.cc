@@ -72,9 +72,10 @@ namespace cohort::testing {
 namespace {
 
 TEST(CohortBench, PrintsNcclTestsColumnsAndChecksResults) {
-  for (const char* collective : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"}) {
-    Subprocess bench({binary_path("tools/cohort-bench"), collective, "-b", "64", "-e", "64K", "-f", "32", "-n", "2",
-                      "-w", "1", "--spawn", "3"});
+  for (const char* collective :
+       {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"}) {
+    Subprocess bench({binary_path("tools/cohort-bench"), collective, "-b", "64", "-e", "64K", "-f", "32",
+                      "-n", "2", "-w", "1", "--spawn", "3"});
     std::string out = bench.read_all(std::chrono::seconds(120));
     EXPECT_EQ(bench.wait(), 0) << collective << ":\n" << out;
     EXPECT_NE(out.find("size        count     type  redop  root   time(us) algbw(GB/s) busbw(GB/s)  #wrong"),
@@ -89,8 +90,8 @@ TEST(CohortBench, PrintsNcclTestsColumnsAndChecksResults) {
 }
 
 TEST(CohortBench, JsonOutput) {
-  Subprocess bench({binary_path("tools/cohort-bench"), "all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0",
-                    "--json", "--spawn", "2"});
+  Subprocess bench({binary_path("tools/cohort-bench"), "all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w",
+                    "0", "--json", "--spawn", "2"});
   std::string out = bench.read_all(std::chrono::seconds(60));
   EXPECT_EQ(bench.wait(), 0);
   EXPECT_EQ(out.rfind("[{\"size\":8,\"count\":2,\"type\":\"float32\",\"redop\":\"SUM\"", 0), 0u) << out;

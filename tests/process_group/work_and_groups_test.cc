@@ -170,3 +170,32 @@ TEST(ModuleApiTest, ChecksItsState) {
 
 }  // namespace
 }  // namespace cohort::testing
+
+namespace cohort::testing {
+namespace {
+
+TEST(MonitoredBarrierTest, PassesWhenAllArriveAndNamesTheRanksThatDoNot) {
+  run_ranks(4, [](ProcessGroup& g) { g.monitored_barrier(); });
+  std::vector<std::string> errors(4);
+  run_ranks(4, [&](ProcessGroup& g) {
+    if (g.rank() == 2 || g.rank() == 3) {  // alive but never arrive
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return;
+    }
+    try {
+      BarrierOptions o;
+      o.timeout = std::chrono::milliseconds(300);
+      g.monitored_barrier(o, /*wait_all_ranks=*/true);
+      errors[g.rank()] = "(passed)";
+    } catch (const Error& e) {
+      errors[g.rank()] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("monitored_barrier of group test: ranks [2, 3] did not arrive within 300 ms"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("(passed)"), 0u) << "rank 1 cannot pass without rank 0's release";
+}
+
+}  // namespace
+}  // namespace cohort::testing
