@@ -4,7 +4,9 @@
 // takes an fcntl lock on the file (open-file-description locks, so that two
 // FileStores in one process do not release each other's lock), reads what
 // other processes appended since, and appends its own change. A record left
-// half-written by a crashed process is cut off by the next writer. The file
+// half-written by a crashed process is cut off by the next writer. A log
+// grown long and mostly dead (COHORT_FILESTORE_COMPACT_BYTES) is rewritten
+// to a new file renamed over the old one; every user follows it. The file
 // is removed when the last FileStore using it is destroyed (torch's rule:
 // when `num_workers` have left, or, with num_workers < 1, when as many have
 // left as ever joined).

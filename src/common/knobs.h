@@ -91,6 +91,11 @@ inline constexpr KnobSpec kTcpConnect{
     "its first message; fewer connections for sparse traffic).",
     "eager|lazy"};
 
+inline constexpr KnobSpec kFileStoreCompactBytes{
+    "COHORT_FILESTORE_COMPACT_BYTES", KnobType::kInt, "1048576",
+    "A FileStore's log is rewritten (to a new file, renamed over the old) once it is this long and "
+    "four times what its live keys need."};
+
 inline constexpr KnobSpec kAlgo{
     "COHORT_ALGO", KnobType::kString, "",
     "Overrides the algorithm table, e.g. 'all_reduce=ring,broadcast=binomial_tree'. Names: ring, "
@@ -102,11 +107,22 @@ inline constexpr KnobSpec kDefaultTimeoutS{
     "is given none."};
 
 inline constexpr const KnobSpec* kAllKnobs[] = {
-    &kLogLevel,           &kStoreToken,          &kStoreMaxKeyBytes,
-    &kStoreMaxFrameBytes, &kStoreMaxOutputBytes, &kStoreHandshakeTimeoutS,
-    &kConnectRetryMaxMs,  &kStoreClientSpinUs,   &kStoreServerSpinUs,
-    &kSocketIfname,       &kTcpSpinUs,           &kAlgo,
-    &kDefaultTimeoutS,    &kTcpBufferBytes,      &kTcpConnect,
+    &kLogLevel,
+    &kStoreToken,
+    &kStoreMaxKeyBytes,
+    &kStoreMaxFrameBytes,
+    &kStoreMaxOutputBytes,
+    &kStoreHandshakeTimeoutS,
+    &kConnectRetryMaxMs,
+    &kStoreClientSpinUs,
+    &kStoreServerSpinUs,
+    &kSocketIfname,
+    &kTcpSpinUs,
+    &kAlgo,
+    &kDefaultTimeoutS,
+    &kTcpBufferBytes,
+    &kTcpConnect,
+    &kFileStoreCompactBytes,
 };
 
 }  // namespace knobs

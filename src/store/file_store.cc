@@ -21,6 +21,7 @@
 
 #include "cohort/errors.h"
 #include "common/byte_codec.h"
+#include "common/config_registry.h"
 #include "common/deadline.h"
 #include "common/logging.h"
 #include "store/key_value_map.h"
@@ -140,22 +141,93 @@ struct FileStore::State {
     pos += static_cast<off_t>(rec.size());
   }
 
-  // read_op runs `f` on an up-to-date map under a shared lock.
+  // locked runs `f` on an up-to-date map under the file lock. If a
+  // compaction replaced the file since we opened it, it follows the path to
+  // the new file first (and locks that one instead).
   template <class F>
-  auto read_op(F f) {
+  auto locked(bool exclusive, F f) {
     std::lock_guard<std::mutex> guard(mu);
-    FileLock lock(fd, false, path);
-    catch_up(false);
-    return f();
+    for (;;) {
+      std::optional<FileLock> lock;
+      lock.emplace(fd, exclusive, path);
+      if (follow_replacement()) continue;
+      catch_up(exclusive);
+      auto result = f();
+      const int compacted = exclusive ? maybe_compact() : -1;
+      if (compacted >= 0) {
+        // Switch to the compacted file once the old one is unlocked; anyone
+        // who then locks the old one sees that the path moved on.
+        lock.reset();
+        ::close(fd);
+        fd = compacted;
+      }
+      return result;
+    }
   }
 
-  // write_op runs `f` on an up-to-date map under the exclusive lock.
+  template <class F>
+  auto read_op(F f) {
+    return locked(false, f);
+  }
+
   template <class F>
   auto write_op(F f) {
-    std::lock_guard<std::mutex> guard(mu);
-    FileLock lock(fd, true, path);
-    catch_up(true);
-    return f();
+    return locked(true, f);
+  }
+
+  // follow_replacement reopens `path` when it names another file than ours;
+  // returns true when it did (the caller locks again).
+  bool follow_replacement() {
+    struct stat ours, named;
+    if (fstat(fd, &ours) != 0 || ::stat(path.c_str(), &named) != 0) return false;  // removed: keep ours
+    if (ours.st_ino == named.st_ino && ours.st_dev == named.st_dev) return false;
+    int fresh = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fresh < 0) return false;
+    ::close(fd);
+    fd = fresh;
+    map.clear();
+    pos = 0;
+    return true;
+  }
+
+  // maybe_compact rewrites the log with one record per live key, to a new
+  // file renamed over the old, when the log has grown long and mostly dead
+  // (every add appends a record). The exclusive lock on the old file is held
+  // throughout, so nobody appends to it meanwhile; others notice the new
+  // file at their next operation (follow_replacement).
+  // Returns the descriptor of the new file, or -1 when it did not compact.
+  int maybe_compact() {
+    const int64_t threshold = config_int(knobs::kFileStoreCompactBytes);
+    if (threshold <= 0 || pos < threshold) return -1;
+    size_t live = 0;
+    map.for_each([&](const std::string& k, const Bytes& v) { live += 9 + k.size() + v.size(); });
+    if (static_cast<size_t>(pos) <= 4 * live) return -1;
+    std::vector<uint8_t> log;
+    log.reserve(live);
+    ByteWriter w(&log);
+    map.for_each([&](const std::string& k, const Bytes& v) {
+      w.u8(kRecordSet);
+      w.str(k);
+      w.bytes(v);
+    });
+    const std::string tmp = path + ".compact." + std::to_string(getpid());
+    int out = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) return -1;  // not fatal: the log stays long
+    size_t done = 0;
+    while (done < log.size()) {
+      ssize_t n = ::write(out, log.data() + done, log.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    if (done != log.size() || fdatasync(out) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+      ::close(out);
+      ::unlink(tmp.c_str());
+      return -1;
+    }
+    COHORT_LOG(kDebug) << "FileStore " << path << ": compacted " << pos << " bytes of log to " << log.size();
+    pos = static_cast<off_t>(log.size());
+    return out;
   }
 
   // set_locked records and applies a set; write_op must be active.

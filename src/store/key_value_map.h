@@ -43,6 +43,12 @@ class KeyValueMap {
 
   void clear() { map_.clear(); }
 
+  // for_each calls f(key, value) for every key, in no particular order.
+  template <class F>
+  void for_each(F f) const {
+    for (const auto& [k, v] : map_) f(k, v);
+  }
+
  private:
   std::unordered_map<std::string, Bytes> map_;
 };

@@ -1,10 +1,12 @@
 // FileStore beyond the conformance suite: crash recovery and cleanup.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "cohort/config.h"
 #include "cohort/errors.h"
 #include "cohort/file_store.h"
 #include "store/store_harness.h"
@@ -57,6 +59,34 @@ TEST(FileStoreTest, UnopenablePathIsAStoreErrorNamingIt) {
   } catch (const StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent-dir-for-cohort/store"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace cohort
+
+namespace cohort {
+namespace {
+
+TEST(FileStoreTest, LongLogsAreCompactedAndEveryUserFollows) {
+  set_config("COHORT_FILESTORE_COMPACT_BYTES", "4096");
+  std::string path = testing::temp_path("compact");
+  {
+    FileStore a(path), b(path);
+    a.set("kept", to_bytes("value"));
+    for (int i = 0; i < 2000; ++i) {
+      (i % 2 ? a : b).add("counter", 1);  // 2000 records of a few dozen bytes
+    }
+    struct stat st;
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_LT(st.st_size, 16384) << "the log was not compacted";
+    EXPECT_EQ(a.add("counter", 0), 2000);
+    EXPECT_EQ(b.add("counter", 0), 2000);
+    EXPECT_EQ(to_string(b.get("kept")), "value");
+    FileStore late(path);  // a newcomer reads the compacted file
+    EXPECT_EQ(late.add("counter", 0), 2000);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the last user still removes it";
+  reset_config("COHORT_FILESTORE_COMPACT_BYTES");
 }
 
 }  // namespace

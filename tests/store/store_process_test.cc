@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cohort/config.h"
 #include "cohort/errors.h"
 #include "cohort/file_store.h"
 #include "cohort/tcp_store.h"
@@ -32,12 +33,14 @@ uint16_t start_store_daemon(std::unique_ptr<Subprocess>* out, const std::vector<
   return static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
 }
 
-void run_workers(const std::string& kind, const std::string& where, int world, int adds) {
+void run_workers(const std::string& kind, const std::string& where, int world, int adds,
+                 const std::vector<std::string>& env = {}) {
   std::vector<std::unique_ptr<Subprocess>> workers;
   for (int r = 0; r < world; ++r) {
     workers.push_back(std::make_unique<Subprocess>(
         std::vector<std::string>{binary_path("tests/store_worker"), kind, where, std::to_string(r),
-                                 std::to_string(world), std::to_string(adds)}));
+                                 std::to_string(world), std::to_string(adds)},
+        env));
   }
   for (int r = 0; r < world; ++r) EXPECT_EQ(workers[r]->wait(), 0) << "rank " << r << " failed";
 }
@@ -48,6 +51,17 @@ TEST(StoreProcessTest, FileStoreSharedByFourProcesses) {
   run_workers("file", path, 4, 200);
   EXPECT_EQ(parent.add("counter", 0), 800);
   EXPECT_EQ(parent.add("done", 0), 4);
+}
+
+TEST(StoreProcessTest, FileStoreSharedByFourProcessesWhileItsLogIsCompacted) {
+  // A tiny threshold makes every process compact the log again and again
+  // while the others append: nothing may be lost.
+  set_config("COHORT_FILESTORE_COMPACT_BYTES", "2048");
+  std::string path = temp_path("compacting");
+  FileStore parent(path);
+  run_workers("file", path, 4, 300, {"COHORT_FILESTORE_COMPACT_BYTES=2048"});
+  EXPECT_EQ(parent.add("counter", 0), 1200);
+  reset_config("COHORT_FILESTORE_COMPACT_BYTES");
 }
 
 TEST(StoreProcessTest, TcpStoreSharedByFourProcessesThroughTheDaemon) {
