@@ -13,7 +13,7 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "common/elements.h"
+#include "common/size_text.h"
 
 #include <chrono>
 #include <cmath>

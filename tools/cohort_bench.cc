@@ -28,6 +28,7 @@
 #include "cohort/distributed.h"
 #include "cohort/errors.h"
 #include "common/elements.h"
+#include "common/size_text.h"
 #include "common/socket.h"
 
 using namespace cohort;

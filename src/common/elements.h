@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
 #include "cohort/types.h"
 
@@ -70,16 +69,6 @@ inline void store_element(DType d, void* p, size_t i, double v) {
       static_cast<uint8_t*>(p)[i] = v != 0 ? 1 : 0;
       return;
   }
-}
-
-// parse_size_text reads "64M", "4K", "1G" or a plain count of bytes.
-inline size_t parse_size_text(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  if (*end == 'K' || *end == 'k') v *= 1024;
-  if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
-  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024 * 1024;
-  return static_cast<size_t>(v);
 }
 
 }  // namespace cohort
