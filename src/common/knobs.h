@@ -106,6 +106,32 @@ inline constexpr KnobSpec kDefaultTimeoutS{
     "Default timeout of process groups (torch's default_pg_timeout), used when init_process_group "
     "is given none."};
 
+inline constexpr KnobSpec kShm{
+    "COHORT_SHM", KnobType::kChoice, "auto",
+    "Whether ranks on one host talk through shared memory: auto (yes, decided from each rank's host "
+    "identity) or off (TCP over loopback for every pair).",
+    "auto|off"};
+
+inline constexpr KnobSpec kShmRanksPerHost{
+    "COHORT_SHM_RANKS_PER_HOST", KnobType::kInt, "0",
+    "For tests on one machine: treat each run of N consecutive global ranks as one host, so that "
+    "the mixed (shm and TCP) and hierarchical paths run. 0: decide from the host identity."};
+
+inline constexpr KnobSpec kShmRingBytes{
+    "COHORT_SHM_RING_BYTES", KnobType::kInt, "1048576",
+    "Bytes of the shared-memory ring that carries messages from one rank to another on its host "
+    "(rounded up to a power of two)."};
+
+inline constexpr KnobSpec kShmSlotBytes{
+    "COHORT_SHM_SLOT_BYTES", KnobType::kInt, "1048576",
+    "Bytes of each of a rank's two shared-memory slots, through which the direct shared-memory "
+    "algorithms move data in chunks of this size."};
+
+inline constexpr KnobSpec kShmSpinUs{
+    "COHORT_SHM_SPIN_US", KnobType::kInt, "200",
+    "Microseconds a rank waiting on shared memory spins (then yields) before it sleeps on a futex; "
+    "with more local ranks than cores it yields from the start."};
+
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,
     &kStoreToken,
@@ -123,6 +149,11 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kTcpBufferBytes,
     &kTcpConnect,
     &kFileStoreCompactBytes,
+    &kShm,
+    &kShmRanksPerHost,
+    &kShmRingBytes,
+    &kShmSlotBytes,
+    &kShmSpinUs,
 };
 
 }  // namespace knobs

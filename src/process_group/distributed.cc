@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "process_group/native_backend.h"
 #include "rendezvous/init_url.h"
+#include "transport/shm/connect.h"
 #include "transport/tcp/connect.h"
 
 namespace cohort {
@@ -38,8 +39,13 @@ std::shared_ptr<ProcessGroup> build_group(const std::shared_ptr<Store>& store, i
   const int size = static_cast<int>(global_ranks.size());
   auto address = tcp::local_address(master_host);
   if (!address.ok()) throw_status(address.status().with_context("group " + name));
-  auto transport = tcp::connect_mesh(*store, rank, size, address.value(), Deadline::after(timeout));
+  const Deadline deadline = Deadline::after(timeout);
+  auto transport = tcp::connect_mesh(*store, rank, size, address.value(), deadline);
   if (!transport.ok()) throw_status(transport.status().with_context("group " + name));
+  if (config_string(knobs::kTcpConnect) != "lazy") {
+    Status st = shm::connect_shm(*store, *transport.value(), global_ranks, deadline);
+    if (!st.ok()) throw_status(st.with_context("group " + name));
+  }
   COHORT_LOG(kInfo) << "group " << name << ": rank " << rank << " of " << size << " connected from "
                     << address.value();
   auto backend = std::make_unique<NativeBackend>(std::move(transport.value()));

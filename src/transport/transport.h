@@ -17,6 +17,9 @@
 #include "common/status.h"
 
 namespace cohort {
+namespace shm {
+class Arena;
+}
 
 // MessageKind keeps collective traffic and users' point-to-point messages
 // apart: a user's tag can never match a collective's.
@@ -96,6 +99,17 @@ class Transport {
 
   // peer_name describes a peer for messages: "rank 3 (10.0.0.3:4711)".
   virtual std::string peer_name(int peer) const = 0;
+
+  // shared_arena is the shared memory of this rank's host when the group
+  // has other ranks here (the direct algorithms read each other's data in
+  // it); null when it has none or shared memory is off.
+  virtual shm::Arena* shared_arena() { return nullptr; }
+
+  // poll_health takes in what peers sent, without waiting, and returns the
+  // error that ended this transport, or that a peer is gone; ok otherwise.
+  // Algorithms that wait outside exchange() (on shared memory) call it so
+  // that a dead peer or an abort() still ends their wait.
+  virtual Status poll_health() { return Status::ok_status(); }
 };
 
 }  // namespace cohort

@@ -1,23 +1,50 @@
 // The collective matrix (DESIGN.md): world sizes 1, 2, 3, 4, 5, 8 x sizes
 // 0, 1, odd, over 1 MiB x every dtype x every op, for all_reduce, reduce and
 // reduce_scatter, and every other collective, each checked against a
-// reference computed locally. Ranks are threads; traffic is real TCP.
+// reference computed locally. Ranks are threads; the matrix runs three
+// times: over shared memory (the default for ranks on one host), over TCP
+// (COHORT_SHM=off), and mixed (pretend hosts of two ranks: pairs within a
+// host use shared memory, the others TCP, and all_reduce runs
+// hierarchically).
 #include <gtest/gtest.h>
 
+#include "cohort/config.h"
 #include "process_group/reference.h"
 #include "process_group/thread_ranks.h"
 
 namespace cohort::testing {
 namespace {
 
-class CollectiveMatrix : public ::testing::TestWithParam<int> {};
+// The transport a run of the matrix uses.
+enum class Paths { kShm, kTcp, kMixed };
+
+class CollectiveMatrix : public ::testing::TestWithParam<std::tuple<int, Paths>> {
+ protected:
+  void SetUp() override {
+    switch (std::get<1>(GetParam())) {
+      case Paths::kShm:
+        break;
+      case Paths::kTcp:
+        set_config("COHORT_SHM", "off");
+        break;
+      case Paths::kMixed:
+        set_config("COHORT_SHM_RANKS_PER_HOST", "2");
+        break;
+    }
+  }
+  void TearDown() override {
+    reset_config("COHORT_SHM");
+    reset_config("COHORT_SHM_RANKS_PER_HOST");
+  }
+  int world_size() const { return std::get<0>(GetParam()); }
+};
 
 std::string label(DType d, ReduceOp op, size_t n) {
   return std::string(dtype_name(d)) + " " + reduce_op_name(op) + " x" + std::to_string(n);
 }
 
 TEST_P(CollectiveMatrix, AllReduceEveryDtypeOpAndSize) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     for (DType d : all_dtypes()) {
       for (ReduceOp op : ops_for(d)) {
@@ -42,7 +69,7 @@ TEST_P(CollectiveMatrix, AllReduceEveryDtypeOpAndSize) {
 }
 
 TEST_P(CollectiveMatrix, ReduceEveryDtypeOpAndSizeToFirstAndLastRank) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     for (int root : {0, world - 1}) {
       for (DType d : all_dtypes()) {
@@ -71,7 +98,7 @@ TEST_P(CollectiveMatrix, ReduceEveryDtypeOpAndSizeToFirstAndLastRank) {
 }
 
 TEST_P(CollectiveMatrix, ReduceScatterEveryDtypeOpAndSize) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     for (DType d : all_dtypes()) {
       for (ReduceOp op : ops_for(d)) {
@@ -105,7 +132,7 @@ size_t uneven(int q, size_t scale) {
 }
 
 TEST_P(CollectiveMatrix, BroadcastFromEveryRoot) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     for (int root = 0; root < world; ++root) {
       for (size_t n : {size_t{0}, size_t{1}, size_t{13}, size_t{700001}}) {
@@ -129,7 +156,7 @@ TEST_P(CollectiveMatrix, BroadcastFromEveryRoot) {
 }
 
 TEST_P(CollectiveMatrix, AllGatherWithUnevenCountsAndIntoOneTensor) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     for (size_t scale : {size_t{1}, size_t{5}, size_t{100003}}) {
       std::vector<double> mine(uneven(g.rank(), scale));
@@ -155,7 +182,7 @@ TEST_P(CollectiveMatrix, AllGatherWithUnevenCountsAndIntoOneTensor) {
 }
 
 TEST_P(CollectiveMatrix, GatherAndScatterAtEveryRoot) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     for (int root = 0; root < world; ++root) {
       for (size_t n : {size_t{0}, size_t{3}, size_t{300007}}) {
@@ -189,7 +216,7 @@ TEST_P(CollectiveMatrix, GatherAndScatterAtEveryRoot) {
 }
 
 TEST_P(CollectiveMatrix, ReduceScatterWithUnevenBlocks) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     std::vector<std::vector<int32_t>> ins;
     std::vector<Buffer> views;
@@ -206,7 +233,7 @@ TEST_P(CollectiveMatrix, ReduceScatterWithUnevenBlocks) {
 }
 
 TEST_P(CollectiveMatrix, ReduceScatterTensorInPlace) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     // NCCL-style in place: the output is this rank's block of the input.
     const size_t n = 1001;
@@ -224,7 +251,7 @@ TEST_P(CollectiveMatrix, ReduceScatterTensorInPlace) {
 }
 
 TEST_P(CollectiveMatrix, AllToAllListsAndSingleWithUnevenSplits) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     const int r = g.rank();
     // Rank r sends (r + q) % 3 + 1 elements to rank q, valued 100*r + q.
@@ -264,7 +291,7 @@ TEST_P(CollectiveMatrix, AllToAllListsAndSingleWithUnevenSplits) {
 }
 
 TEST_P(CollectiveMatrix, BarrierAndAsyncWorkInOrder) {
-  const int world = GetParam();
+  const int world = world_size();
   run_ranks(world, [&](ProcessGroup& g) {
     std::vector<std::shared_ptr<Work>> works;
     std::vector<std::vector<int32_t>> bufs(8, std::vector<int32_t>(1000, g.rank()));
@@ -283,7 +310,7 @@ TEST_P(CollectiveMatrix, BarrierAndAsyncWorkInOrder) {
 }
 
 TEST_P(CollectiveMatrix, PointToPointRingAndAnySource) {
-  const int world = GetParam();
+  const int world = world_size();
   if (world == 1) GTEST_SKIP() << "point-to-point needs two ranks";
   run_ranks(world, [&](ProcessGroup& g) {
     const int r = g.rank();
@@ -336,10 +363,16 @@ TEST_P(CollectiveMatrix, PointToPointRingAndAnySource) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectiveMatrix, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           return "P" + std::to_string(p.param);
-                         });
+std::string matrix_name(const ::testing::TestParamInfo<std::tuple<int, Paths>>& info) {
+  static const char* const kPathNames[] = {"shm", "tcp", "mixed"};
+  return "P" + std::to_string(std::get<0>(info.param)) + "_" +
+         kPathNames[static_cast<int>(std::get<1>(info.param))];
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectiveMatrix,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values(Paths::kShm, Paths::kTcp, Paths::kMixed)),
+                         matrix_name);
 
 }  // namespace
 }  // namespace cohort::testing

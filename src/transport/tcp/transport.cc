@@ -105,15 +105,26 @@ void TcpTransport::fail(const Status& status, bool tell_peers) {
     body[0] = static_cast<uint8_t>(status.code());
     std::memcpy(body.data() + 1, text.data(), text.size());
     Header h{kFrameMagic, static_cast<uint32_t>(MessageKind::kFailure), 0, body.size()};
-    for (auto& p : peers_) {
+    std::vector<uint8_t> frame(sizeof h + body.size());
+    std::memcpy(frame.data(), &h, sizeof h);
+    std::memcpy(frame.data() + sizeof h, body.data(), body.size());
+    for (int q = 0; q < size_; ++q) {
+      Peer& p = peers_[q];
       if (!p.socket.valid()) continue;
+      // Whole or not at all: a cut-off frame would only confuse the peer.
       if (p.closed.ok() && p.link == Link::kReady && (p.sends.empty() || p.sends.front().sent == 0)) {
-        // Whole or not at all: a cut-off frame would only confuse the peer.
-        std::vector<uint8_t> frame(sizeof h + body.size());
-        std::memcpy(frame.data(), &h, sizeof h);
-        std::memcpy(frame.data() + sizeof h, body.data(), body.size());
-        send_all(p.socket.fd(), frame.data(), frame.size(), Deadline::after(std::chrono::milliseconds(100)));
+        if (p.uses_shm()) {
+          if (p.out_ring.room() >= frame.size()) {
+            iovec iov{frame.data(), frame.size()};
+            p.out_ring.write(&iov, 1);
+          }
+        } else {
+          send_all(p.socket.fd(), frame.data(), frame.size(),
+                   Deadline::after(std::chrono::milliseconds(100)));
+        }
       }
+      // A same-host peer learns of the frame (or the failure) from the
+      // socket's end, and then reads its ring to the end.
       ::shutdown(p.socket.fd(), SHUT_RDWR);
     }
   }
@@ -340,6 +351,7 @@ void TcpTransport::give_back(std::unique_ptr<uint8_t[]> buffer, size_t capacity)
 
 Status TcpTransport::read_from(int q) {
   Peer& p = peers_[q];
+  bool consumed = false;
   for (;;) {
     void* dst;
     size_t want;
@@ -350,7 +362,19 @@ Status TcpTransport::read_from(int q) {
       dst = p.body + p.body_got;
       want = p.header.bytes - p.body_got;
     }
-    ssize_t n = ::recv(p.socket.fd(), dst, want, MSG_DONTWAIT);
+    ssize_t n;
+    if (p.uses_shm()) {
+      n = failed_.ok() ? static_cast<ssize_t>(p.in_ring.read(dst, want)) : 0;
+      if (n == 0) {
+        // The peer may be waiting for room to write more.
+        if (consumed) ring_doorbell(q);
+        return Status::ok_status();
+      }
+      consumed = true;
+      ++shm_moves_;
+    } else {
+      n = ::recv(p.socket.fd(), dst, want, MSG_DONTWAIT);
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
@@ -413,6 +437,7 @@ Status TcpTransport::write_queued() {
 
 Status TcpTransport::write_to(int q) {
   Peer& p = peers_[q];
+  bool wrote = false;
   while (!p.sends.empty()) {
     OutgoingSend& s = p.sends.front();
     iovec iov[2];
@@ -425,10 +450,17 @@ Status TcpTransport::write_to(int q) {
       size_t off = s.sent - header_bytes;
       iov[n_iov++] = {const_cast<uint8_t*>(s.data) + off, s.bytes - off};
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n_iov;
-    ssize_t n = ::sendmsg(p.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n;
+    if (p.uses_shm()) {
+      n = static_cast<ssize_t>(p.out_ring.write(iov, n_iov));
+      if (n == 0) break;  // the ring is full: the peer has yet to read
+      wrote = true;
+    } else {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = n_iov;
+      n = ::sendmsg(p.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
@@ -442,6 +474,10 @@ Status TcpTransport::write_to(int q) {
       --pending_;
       done(Status::ok_status(), -1);
     }
+  }
+  if (wrote) {
+    ++shm_moves_;
+    ring_doorbell(q);
   }
   return Status::ok_status();
 }
@@ -510,9 +546,24 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
   constexpr int kHandshakeBase = -1000000;
   std::vector<pollfd> fds;
   std::vector<int> slot;
+  uint32_t iteration = 0;
   for (;;) {
     if (finished()) return true;
     if (!failed_.ok()) return true;
+    if (arena_) {
+      // Same-host peers: move bytes through the rings without any system
+      // call; their sockets only matter for doorbells and departures.
+      const uint64_t before = shm_moves_;
+      for (int q = 0; q < size_ && failed_.ok(); ++q) {
+        Peer& p = peers_[q];
+        if (!p.uses_shm() || !p.closed.ok()) continue;
+        Status st = p.sends.empty() ? Status::ok_status() : write_to(q);
+        if (st.ok()) st = read_from(q);
+        if (!st.ok()) fail(st);
+      }
+      if (shm_moves_ != before) spin_until = Clock::now() + spin;
+      if (finished() || !failed_.ok()) return true;
+    }
     fds.clear();
     slot.clear();
     for (int q = 0; q < size_; ++q) {
@@ -524,7 +575,7 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
       }
       if (peers_[q].link != Link::kReady) continue;
       short events = POLLIN;
-      if (!peers_[q].sends.empty()) events |= POLLOUT;
+      if (!peers_[q].sends.empty() && !peers_[q].uses_shm()) events |= POLLOUT;
       slot.push_back(q);
       fds.push_back(pollfd{peers_[q].socket.fd(), events, 0});
     }
@@ -540,8 +591,18 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
     fds.push_back(pollfd{wake_fd_, POLLIN, 0});
     ++n;
     const Deadline next = Deadline::sooner(until, earliest_deadline());
-    const int timeout = Clock::now() < spin_until ? 0 : next.poll_timeout_ms();
-    int rc = ::poll(fds.data(), n, timeout);
+    int timeout = Clock::now() < spin_until ? 0 : next.poll_timeout_ms();
+    if (timeout != 0 && arena_) {
+      // About to sleep: say so, then look once more, so that a peer that
+      // wrote just before it saw the flag is not missed (both sides order
+      // their flag and ring accesses with full fences).
+      arena_->sleeping(arena_->local_index()).store(1, std::memory_order_seq_cst);
+      if (shm_ready()) timeout = 0;
+    }
+    int rc = 0;
+    // Spinning on rings alone: the sockets need a look only now and then.
+    if (timeout != 0 || !all_shm_ || (++iteration & 15) == 0) rc = ::poll(fds.data(), n, timeout);
+    if (arena_) arena_->sleeping(arena_->local_index()).store(0, std::memory_order_relaxed);
     if (rc < 0 && errno != EINTR) {
       fail(network_error(std::string("poll failed: ") + std::strerror(errno)));
       continue;
@@ -583,8 +644,12 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
           const int q = what_slot;
           if (!peers_[q].closed.ok()) continue;
           Status st;
-          if (re & POLLOUT) st = write_to(q);
-          if (st.ok() && (re & (POLLIN | POLLERR | POLLHUP))) st = read_from(q);
+          if (peers_[q].uses_shm()) {
+            st = drain_socket(q);
+          } else {
+            if (re & POLLOUT) st = write_to(q);
+            if (st.ok() && (re & (POLLIN | POLLERR | POLLHUP))) st = read_from(q);
+          }
           if (!st.ok()) fail(st);
         }
       }
@@ -636,6 +701,103 @@ Status TcpTransport::exchange(SendRequest* sends, size_t num_sends, RecvRequest*
 void TcpTransport::progress(Deadline until) {
   check_interrupt();
   drive([&] { return pending_ == 0 && !listener_.valid(); }, until, true);
+}
+
+}  // namespace cohort::tcp
+
+namespace cohort::tcp {
+
+void TcpTransport::attach_shm(std::unique_ptr<shm::Arena> arena) {
+  arena_ = std::move(arena);
+  const int me = arena_->local_index();
+  all_shm_ = arena_->local_size() == size_;
+  for (int i = 0; i < arena_->local_size(); ++i) {
+    const int q = arena_->local_ranks()[static_cast<size_t>(i)];
+    if (q == rank_) continue;
+    peers_[q].local = i;
+    peers_[q].out_ring = arena_->ring(me, i);
+    peers_[q].in_ring = arena_->ring(i, me);
+  }
+}
+
+void TcpTransport::ring_doorbell(int q) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!arena_->sleeping(peers_[q].local).load(std::memory_order_relaxed)) return;
+  const uint8_t bell = 0;
+  ssize_t ignored = ::send(peers_[q].socket.fd(), &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  (void)ignored;
+}
+
+bool TcpTransport::shm_ready() const {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (const Peer& p : peers_) {
+    if (!p.uses_shm() || !p.closed.ok()) continue;
+    if (p.in_ring.readable() > 0) return true;
+    if (!p.sends.empty() && p.out_ring.room() > 0) return true;
+  }
+  return false;
+}
+
+Status TcpTransport::drain_socket(int q) {
+  Peer& p = peers_[q];
+  uint8_t bells[256];
+  for (;;) {
+    ssize_t n = ::recv(p.socket.fd(), bells, sizeof bells, MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
+      return network_error(peer_name(q) + " is gone: its socket failed with " + std::strerror(errno) +
+                           " (the peer process probably died)");
+    }
+    // The socket closed: the peer is gone or failed. What it wrote to the
+    // ring before that (maybe the reason it failed) still counts.
+    Status st = read_from(q);
+    if (!st.ok() || !failed_.ok()) return st;
+    if (p.in_body || p.header_got > 0) {
+      return network_error(peer_name(q) +
+                           " closed its connection in the middle of a message (the peer process exited or "
+                           "was killed)");
+    }
+    peer_closed(
+        q, network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)"));
+    return Status::ok_status();
+  }
+}
+
+Status TcpTransport::poll_health() {
+  check_interrupt();
+  if (!failed_.ok()) return failed_;
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  for (int q = 0; q < size_; ++q) {
+    const Peer& p = peers_[q];
+    if (!p.socket.valid() || !p.closed.ok() || p.link != Link::kReady) continue;
+    fds.push_back(pollfd{p.socket.fd(), POLLIN, 0});
+    who.push_back(q);
+  }
+  if (!fds.empty() && ::poll(fds.data(), fds.size(), 0) > 0) {
+    for (size_t i = 0; i < fds.size() && failed_.ok(); ++i) {
+      if (!fds[i].revents) continue;
+      const int q = who[i];
+      Status st = peers_[q].uses_shm() ? drain_socket(q) : read_from(q);
+      if (!st.ok()) fail(st);
+    }
+  }
+  for (int q = 0; q < size_ && failed_.ok(); ++q) {
+    if (!peers_[q].uses_shm() || !peers_[q].closed.ok()) continue;
+    Status st = read_from(q);
+    if (!st.ok()) fail(st);
+  }
+  if (!failed_.ok()) return failed_;
+  for (int q = 0; q < size_; ++q) {
+    if (!peers_[q].closed.ok()) {
+      Status why = peers_[q].closed;
+      fail(why);
+      return why;
+    }
+  }
+  return Status::ok_status();
 }
 
 }  // namespace cohort::tcp

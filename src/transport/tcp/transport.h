@@ -6,6 +6,12 @@
 // receive is posted are copied (into a queue of unexpected messages).
 // Driven by one thread at a time (the group's worker); wake() and
 // interrupt() may come from any thread.
+//
+// Peers on the same host (attach_shm) exchange the very same frames through
+// shared-memory rings instead of the socket: the matching, unexpected
+// messages, deadlines and failure reports below are shared. Their socket
+// stays open for two things only: a doorbell byte that wakes a rank asleep
+// in poll(2), and the end-of-file that tells that the peer process is gone.
 #pragma once
 
 #include <atomic>
@@ -16,6 +22,7 @@
 #include <vector>
 
 #include "common/socket.h"
+#include "transport/shm/arena.h"
 #include "transport/transport.h"
 
 namespace cohort::tcp {
@@ -43,6 +50,13 @@ class TcpTransport : public Transport {
   void wake() override;
   void interrupt(const Status& reason) override;
   std::string peer_name(int peer) const override;
+  shm::Arena* shared_arena() override { return arena_.get(); }
+  Status poll_health() override;
+
+  // attach_shm routes the messages of the peers in `arena` (this host's
+  // ranks of the group) through its rings from now on. Eager only; call
+  // before any message is sent.
+  void attach_shm(std::unique_ptr<shm::Arena> arena);
 
  private:
   struct Header {
@@ -104,6 +118,11 @@ class TcpTransport : public Transport {
     std::unique_ptr<Unexpected> body_unexpected;
     std::deque<Unexpected> unexpected;
     std::deque<OutgoingSend> sends;  // in order
+    // Same-host peers: the rings to and from it, and its index in arena_.
+    shm::Ring out_ring;
+    shm::Ring in_ring;
+    int local = -1;
+    bool uses_shm() const { return local >= 0; }
     // Set once the peer closed its end: what it sent before is still
     // delivered (a peer that finished first may close), but anything that
     // needs it from now on fails with this.
@@ -129,6 +148,13 @@ class TcpTransport : public Transport {
   bool drive(Finished finished, Deadline until, bool stop_on_wake);
 
   Status read_from(int peer);
+  // drain_socket reads a same-host peer's doorbell bytes and notices when
+  // its socket closed; ring_doorbell wakes a same-host peer asleep in poll.
+  Status drain_socket(int peer);
+  void ring_doorbell(int peer);
+  // shm_ready is true when a same-host ring has bytes to read or room for
+  // a pending send (checked before sleeping).
+  bool shm_ready() const;
   void peer_closed(int peer, Status why);
   Status start_body(int peer);
   void finish_body(int peer);
@@ -161,6 +187,9 @@ class TcpTransport : public Transport {
   Socket listener_;   // lazy transports: where peers connect
   std::vector<Handshake> handshakes_;
   Status failed_;  // once set, every request fails with it
+  std::unique_ptr<shm::Arena> arena_;
+  bool all_shm_ = false;    // every peer is on this host
+  uint64_t shm_moves_ = 0;  // counts ring reads and writes that moved bytes
 
   std::mutex interrupt_mu_;
   Status interrupt_reason_;  // guarded by interrupt_mu_

@@ -1,0 +1,138 @@
+#include "common/shm_segment.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "common/logging.h"
+
+namespace cohort {
+namespace {
+
+// The name prefix of this user's segments in this pid namespace: a
+// creator's pid means something only inside its own pid namespace.
+std::string own_prefix() {
+  struct stat st {};
+  unsigned long long pidns = 0;
+  if (::stat("/proc/self/ns/pid", &st) == 0) pidns = static_cast<unsigned long long>(st.st_ino);
+  return "cohort." + std::to_string(::getuid()) + "." + std::to_string(pidns) + ".";
+}
+
+Status shm_error(const std::string& what, const std::string& name) {
+  return Status(StatusCode::kBackendError,
+                what + " shared-memory segment /dev/shm" + name + " failed: " + std::strerror(errno));
+}
+
+}  // namespace
+
+ShmSegment::~ShmSegment() {
+  if (data_) ::munmap(data_, size_);
+}
+
+ShmSegment::ShmSegment(ShmSegment&& other) noexcept
+    : data_(other.data_), size_(other.size_), name_(std::move(other.name_)) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
+  if (this != &other) {
+    if (data_) ::munmap(data_, size_);
+    data_ = other.data_;
+    size_ = other.size_;
+    name_ = std::move(other.name_);
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+Result<ShmSegment> ShmSegment::create(size_t bytes) {
+  remove_stale_segments();
+  static std::atomic<unsigned> serial{0};
+  ShmSegment s;
+  s.name_ = "/" + own_prefix() + std::to_string(::getpid()) + "." + std::to_string(serial++);
+  int fd = ::shm_open(s.name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return shm_error("creating", s.name_);
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    Status st = shm_error("sizing", s.name_);
+    ::close(fd);
+    ::shm_unlink(s.name_.c_str());
+    return st;
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    Status st = shm_error("mapping", s.name_);
+    ::shm_unlink(s.name_.c_str());
+    return st;
+  }
+  s.data_ = p;
+  s.size_ = bytes;
+  return s;
+}
+
+Result<ShmSegment> ShmSegment::open(const std::string& name, size_t bytes) {
+  ShmSegment s;
+  s.name_ = name;
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return shm_error("opening", name);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    ::close(fd);
+    return Status(StatusCode::kBackendError, "shared-memory segment /dev/shm" + name + " is " +
+                                                 std::to_string(st.st_size) + " bytes, expected " +
+                                                 std::to_string(bytes));
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return shm_error("mapping", name);
+  s.data_ = p;
+  s.size_ = bytes;
+  return s;
+}
+
+void ShmSegment::unlink() {
+  if (name_.empty()) return;
+  if (::shm_unlink(name_.c_str()) != 0 && errno != ENOENT) {
+    COHORT_LOG(kWarning) << "could not remove shared-memory segment /dev/shm" << name_ << ": "
+                         << std::strerror(errno);
+  }
+  name_.clear();
+}
+
+std::vector<std::string> live_segment_names() {
+  std::vector<std::string> names;
+  const std::string prefix = own_prefix();
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return names;
+  while (dirent* e = ::readdir(dir)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) names.emplace_back(e->d_name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+int remove_stale_segments() {
+  const std::string prefix = own_prefix();
+  int removed = 0;
+  for (const std::string& name : live_segment_names()) {
+    const pid_t creator = static_cast<pid_t>(std::atol(name.c_str() + prefix.size()));
+    if (creator <= 0 || ::kill(creator, 0) == 0 || errno != ESRCH) continue;
+    if (::shm_unlink(("/" + name).c_str()) == 0) {
+      ++removed;
+      COHORT_LOG(kInfo) << "removed /dev/shm/" << name << ", left behind by process " << creator
+                        << " which no longer exists";
+    }
+  }
+  return removed;
+}
+
+}  // namespace cohort

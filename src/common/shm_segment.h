@@ -1,0 +1,56 @@
+// shm_segment.h: POSIX shared-memory segments that never outlive their job.
+//
+// A segment's name records who made it: /dev/shm/cohort.<uid>.<pid
+// namespace>.<creator pid>.<serial>. Whoever maps it last unlinks the name
+// (the mapping stays valid), so a normal run leaves nothing behind; a run
+// that was killed before every rank mapped may leave a name, which the next
+// segment created by the same user on the host removes once its creator
+// process is gone (remove_stale_segments).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace cohort {
+
+class ShmSegment {
+ public:
+  ShmSegment() = default;
+  ~ShmSegment();
+  ShmSegment(ShmSegment&& other) noexcept;
+  ShmSegment& operator=(ShmSegment&& other) noexcept;
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  // create makes a new segment of `bytes` (zero-filled) under a fresh name.
+  static Result<ShmSegment> create(size_t bytes);
+  // open maps an existing segment by name; it must be exactly `bytes` long.
+  static Result<ShmSegment> open(const std::string& name, size_t bytes);
+
+  // unlink removes the name; the mapping stays. Idempotent; a name already
+  // removed by another process is not an error.
+  void unlink();
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+  bool valid() const { return data_ != nullptr; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  std::string name_;
+};
+
+// remove_stale_segments unlinks this user's segments (of this pid
+// namespace) whose creator process no longer exists; returns how many.
+int remove_stale_segments();
+
+// live_segment_names lists this user's segment names now in /dev/shm (for
+// tests and cohort-info).
+std::vector<std::string> live_segment_names();
+
+}  // namespace cohort

@@ -1,0 +1,271 @@
+#include "transport/shm/arena.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <thread>
+
+#include "cohort/errors.h"
+#include "common/config_registry.h"
+#include "common/logging.h"
+
+namespace cohort::shm {
+
+constexpr uint64_t kArenaMagic = 0x31414d5348434f43ull;  // "COHSMA1"
+
+struct ArenaHeader {
+  std::atomic<uint64_t> magic;  // written last by the creator
+  uint64_t local_size;
+  uint64_t ring_bytes;
+  uint64_t slot_bytes;
+  // epoch is the futex word: bumped on every arrival while someone sleeps.
+  alignas(64) std::atomic<uint32_t> epoch;
+  std::atomic<uint32_t> waiters;
+};
+
+struct RankControl {
+  alignas(64) std::atomic<uint64_t> arrivals;
+  alignas(64) std::atomic<uint32_t> sleeping;
+  std::atomic<int32_t> pid;
+};
+static_assert(sizeof(RankControl) == 128, "two cache lines per rank");
+
+namespace {
+
+constexpr size_t kPage = 4096;
+
+size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
+
+size_t power_of_two_at_least(size_t n) {
+  size_t p = 4096;
+  while (p < n) p *= 2;
+  return p;
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::microseconds slice) {
+  timespec ts{static_cast<time_t>(slice.count() / 1000000),
+              static_cast<long>(slice.count() % 1000000) * 1000};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+std::string key_of(const char* what, int leader) {
+  return std::string("shm/") + what + "/" + std::to_string(leader);
+}
+
+}  // namespace
+
+Arena::~Arena() = default;
+
+Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::vector<int>& local_ranks,
+                                             Deadline deadline) {
+  std::unique_ptr<Arena> a(new Arena());
+  a->local_ranks_ = local_ranks;
+  for (size_t i = 0; i < local_ranks.size(); ++i) {
+    if (local_ranks[i] == rank) a->me_ = static_cast<int>(i);
+  }
+  const size_t l = local_ranks.size();
+  a->ring_bytes_ =
+      power_of_two_at_least(static_cast<size_t>(std::max<int64_t>(1, config_int(knobs::kShmRingBytes))));
+  a->slot_bytes_ =
+      round_up(static_cast<size_t>(std::max<int64_t>(4096, config_int(knobs::kShmSlotBytes))), kPage);
+  a->controls_at_ = round_up(sizeof(ArenaHeader), kPage);
+  a->ring_controls_at_ = a->controls_at_ + round_up(l * sizeof(RankControl), kPage);
+  a->rings_at_ = a->ring_controls_at_ + round_up(l * l * sizeof(RingControl), kPage);
+  a->slots_at_ = a->rings_at_ + l * l * a->ring_bytes_;
+  const size_t total = a->slots_at_ + l * 2 * a->slot_bytes_;
+  a->spin_us_ = std::max<int64_t>(0, config_int(knobs::kShmSpinUs));
+  a->oversubscribed_ = l > std::max(1u, std::thread::hardware_concurrency());
+
+  const int leader = local_ranks.front();
+  const auto remaining = [&] {
+    return deadline.is_never() ? kNoTimeout : std::max(std::chrono::milliseconds(1), deadline.remaining());
+  };
+  Status made;
+  try {
+    if (rank == leader) {
+      auto seg = ShmSegment::create(total);
+      if (seg.ok()) {
+        a->segment_ = std::move(seg.value());
+        auto* h = new (a->segment_.data()) ArenaHeader();
+        h->local_size = l;
+        h->ring_bytes = a->ring_bytes_;
+        h->slot_bytes = a->slot_bytes_;
+        h->magic.store(kArenaMagic, std::memory_order_release);
+        store.set(key_of("segment", leader), to_bytes(a->segment_.name()));
+      } else {
+        made = seg.status();
+        store.set(key_of("segment", leader), to_bytes("!" + made.message()));
+      }
+    } else {
+      store.wait({key_of("segment", leader)}, remaining());
+      const std::string name = to_string(store.get(key_of("segment", leader)));
+      if (!name.empty() && name[0] == '!') {
+        made = Status(StatusCode::kBackendError, "rank " + std::to_string(leader) + ": " + name.substr(1));
+      } else {
+        auto seg = ShmSegment::open(name, total);
+        if (seg.ok()) {
+          a->segment_ = std::move(seg.value());
+        } else {
+          made = seg.status();
+        }
+      }
+    }
+    if (a->segment_.valid()) {
+      // The last rank to map it removes the name: nothing is left in
+      // /dev/shm even if the job is killed a moment later.
+      if (store.add(key_of("mapped", leader), 1) == static_cast<int64_t>(l)) a->segment_.unlink();
+    }
+    // Everyone on the host learns whether everyone succeeded.
+    store.set(key_of("ok", leader) + "/" + std::to_string(rank), to_bytes(made.ok() ? "1" : made.message()));
+    std::vector<std::string> keys;
+    for (int q : local_ranks) keys.push_back(key_of("ok", leader) + "/" + std::to_string(q));
+    store.wait(keys, remaining());
+    auto answers = store.multi_get(keys);
+    for (size_t i = 0; i < l && made.ok(); ++i) {
+      std::string s = to_string(answers[i]);
+      if (s != "1") {
+        made = Status(StatusCode::kBackendError,
+                      "rank " + std::to_string(local_ranks[i]) + " could not map the segment: " + s);
+      }
+    }
+  } catch (const TimeoutError& e) {
+    return timeout_error(std::string("setting up shared memory: ") + e.what());
+  } catch (const Error& e) {
+    return Status(StatusCode::kStoreError, std::string("setting up shared memory: ") + e.what());
+  }
+  if (!made.ok()) {
+    a->segment_.unlink();
+    return made;
+  }
+  a->base_ = static_cast<uint8_t*>(a->segment_.data());
+  a->header_ = reinterpret_cast<ArenaHeader*>(a->base_);
+  if (a->header_->magic.load(std::memory_order_acquire) != kArenaMagic) {
+    return Status(StatusCode::kBackendError,
+                  "shared-memory segment " + a->segment_.name() + " is not initialised");
+  }
+  a->control(a->me_).pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
+  return a;
+}
+
+int Arena::local_index_of(int group_rank) const {
+  for (size_t i = 0; i < local_ranks_.size(); ++i) {
+    if (local_ranks_[i] == group_rank) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+RankControl& Arena::control(int local) const {
+  return *reinterpret_cast<RankControl*>(base_ + controls_at_ +
+                                         static_cast<size_t>(local) * sizeof(RankControl));
+}
+
+Ring Arena::ring(int from, int to) const {
+  const size_t index = static_cast<size_t>(from) * local_ranks_.size() + static_cast<size_t>(to);
+  auto* ctl = reinterpret_cast<RingControl*>(base_ + ring_controls_at_ + index * sizeof(RingControl));
+  return Ring(ctl, base_ + rings_at_ + index * ring_bytes_, ring_bytes_);
+}
+
+std::atomic<uint32_t>& Arena::sleeping(int local) const {
+  return control(local).sleeping;
+}
+
+uint8_t* Arena::slot(int local, int half) const {
+  return base_ + slots_at_ + (static_cast<size_t>(local) * 2 + static_cast<size_t>(half)) * slot_bytes_;
+}
+
+void Arena::arrive() {
+  control(me_).arrivals.fetch_add(1, std::memory_order_seq_cst);
+  if (header_->waiters.load(std::memory_order_seq_cst) > 0) {
+    header_->epoch.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(&header_->epoch);
+  }
+}
+
+uint64_t Arena::arrivals() const {
+  return control(me_).arrivals.load(std::memory_order_relaxed);
+}
+
+uint64_t Arena::count_of(int local) const {
+  if (local >= 0) return control(local).arrivals.load(std::memory_order_acquire);
+  uint64_t least = UINT64_MAX;
+  for (int i = 0; i < local_size(); ++i)
+    least = std::min(least, control(i).arrivals.load(std::memory_order_acquire));
+  return least;
+}
+
+Status Arena::wait_for(int local, uint64_t target, Deadline deadline, const std::function<Status()>& health,
+                       const std::string& what) {
+  if (count_of(local) >= target) return Status::ok_status();
+  // Spin (or, oversubscribed, yield) for a while: the peer is usually
+  // microseconds away, and a futex wake-up costs tens of microseconds.
+  const auto spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
+  for (uint32_t i = 1;; ++i) {
+    if (count_of(local) >= target) return Status::ok_status();
+    if (oversubscribed_ || i > 64) {
+      sched_yield();
+    } else {
+      cpu_relax();
+    }
+    if ((i & 63) == 0 && Clock::now() >= spin_end) break;
+  }
+  auto peer_names = [&] {
+    std::string s;
+    for (int i = 0; i < local_size(); ++i) {
+      if ((local < 0 || i == local) && control(i).arrivals.load() < target)
+        s += (s.empty() ? "" : ", ") + std::to_string(local_ranks_[i]);
+    }
+    return "[" + s + "]";
+  };
+  for (;;) {
+    header_->waiters.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t epoch = header_->epoch.load(std::memory_order_seq_cst);
+    if (count_of(local) >= target) {
+      header_->waiters.fetch_sub(1, std::memory_order_seq_cst);
+      return Status::ok_status();
+    }
+    auto slice = std::chrono::microseconds(20000);
+    if (!deadline.is_never()) {
+      auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline.when() - Clock::now());
+      slice = std::max(std::chrono::microseconds(1), std::min(slice, left));
+    }
+    futex_wait(&header_->epoch, epoch, slice);
+    header_->waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (count_of(local) >= target) return Status::ok_status();
+    for (int i = 0; i < local_size(); ++i) {
+      const int32_t pid = control(i).pid.load(std::memory_order_relaxed);
+      if (i != me_ && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH &&
+          control(i).arrivals.load() < target) {
+        return network_error("rank " + std::to_string(local_ranks_[i]) + " (process " + std::to_string(pid) +
+                             " on this host) is gone: it exited or was killed during " + what);
+      }
+    }
+    if (health) {
+      Status st = health();
+      if (!st.ok()) return st;
+    }
+    if (deadline.expired()) {
+      return timeout_error(what + " timed out: still waiting in shared memory for ranks " + peer_names());
+    }
+  }
+}
+
+}  // namespace cohort::shm

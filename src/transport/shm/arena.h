@@ -1,0 +1,84 @@
+// arena.h: the shared-memory segment of one group's ranks on one host.
+//
+// One segment per (group, host), made by the host's lowest rank and opened
+// by the others through the group's store; its name is unlinked as soon as
+// every local rank has mapped it. It holds:
+//  - a ring per ordered pair of local ranks (ring.h), which carry messages;
+//  - per rank, an arrival counter and two slots, which the direct
+//    algorithms (algorithms/shm_direct.cc) use to read each other's data in
+//    place: a rank copies its part into its slot, counts one arrival, and
+//    the others read the slot once its counter is far enough along.
+// Waiting on counters spins briefly, then yields, then sleeps on a futex in
+// slices, checking the deadline and the peers' health between slices.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/store.h"
+#include "common/deadline.h"
+#include "common/shm_segment.h"
+#include "common/status.h"
+#include "transport/shm/ring.h"
+
+namespace cohort::shm {
+
+struct ArenaHeader;
+struct RankControl;
+
+class Arena {
+ public:
+  // set_up builds the arena of `local_ranks` (group ranks on this host,
+  // ascending, `rank` among them) through `store`. Every local rank gets the
+  // same answer: an arena, or an error (and then all use TCP).
+  static Result<std::unique_ptr<Arena>> set_up(Store& store, int rank, const std::vector<int>& local_ranks,
+                                               Deadline deadline);
+  ~Arena();
+
+  int local_size() const { return static_cast<int>(local_ranks_.size()); }
+  int local_index() const { return me_; }
+  const std::vector<int>& local_ranks() const { return local_ranks_; }
+  // local_index_of returns a group rank's index here, or -1 on another host.
+  int local_index_of(int group_rank) const;
+
+  // ring returns the ring from local rank `from` to local rank `to`.
+  Ring ring(int from, int to) const;
+  // sleeping is set while local rank `local` sleeps in poll(2) and wants a
+  // doorbell byte on its socket when a ring to or from it moves.
+  std::atomic<uint32_t>& sleeping(int local) const;
+
+  // Direct algorithms. arrive counts one more arrival of this rank and
+  // wakes sleepers; arrivals() is this rank's count so far.
+  void arrive();
+  uint64_t arrivals() const;
+  // wait_for waits until local rank `local` (or every local rank, for -1)
+  // has arrived `target` times; `health` is asked between sleeps and its
+  // error returned (a dead peer). Fails with kTimeout at `deadline`.
+  Status wait_for(int local, uint64_t target, Deadline deadline, const std::function<Status()>& health,
+                  const std::string& what);
+  // slot returns local rank `local`'s slot `half` (0 or 1), slot_bytes long.
+  uint8_t* slot(int local, int half) const;
+  size_t slot_bytes() const { return slot_bytes_; }
+
+ private:
+  Arena() = default;
+  RankControl& control(int local) const;
+  uint64_t count_of(int local) const;
+
+  ShmSegment segment_;
+  std::vector<int> local_ranks_;
+  int me_ = -1;
+  size_t ring_bytes_ = 0;
+  size_t slot_bytes_ = 0;
+  ArenaHeader* header_ = nullptr;
+  uint8_t* base_ = nullptr;
+  size_t controls_at_ = 0, ring_controls_at_ = 0, rings_at_ = 0, slots_at_ = 0;
+  bool oversubscribed_ = false;  // more local ranks than cores: yield, do not spin
+  int64_t spin_us_ = 0;
+};
+
+}  // namespace cohort::shm

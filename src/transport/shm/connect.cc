@@ -1,0 +1,66 @@
+#include "transport/shm/connect.h"
+
+#include <algorithm>
+
+#include "cohort/errors.h"
+#include "common/config_registry.h"
+#include "common/logging.h"
+#include "transport/shm/host_identity.h"
+
+namespace cohort::shm {
+
+Result<std::vector<int>> same_host_ranks(Store& store, int rank, const std::vector<int>& global_ranks,
+                                         Deadline deadline) {
+  const int size = static_cast<int>(global_ranks.size());
+  std::string mine = host_identity();
+  const int64_t per_host = config_int(knobs::kShmRanksPerHost);
+  auto identity_of = [&](int group_rank) {
+    if (per_host <= 0) return std::string();
+    return " pretend-host=" + std::to_string(global_ranks[static_cast<size_t>(group_rank)] / per_host);
+  };
+  std::vector<std::string> keys;
+  for (int q = 0; q < size; ++q) keys.push_back("shm/host/" + std::to_string(q));
+  std::vector<Bytes> identities;
+  try {
+    store.set(keys[static_cast<size_t>(rank)], to_bytes(mine + identity_of(rank)));
+    store.wait(keys, deadline.is_never() ? kNoTimeout
+                                         : std::max(std::chrono::milliseconds(1), deadline.remaining()));
+    identities = store.multi_get(keys);
+  } catch (const TimeoutError& e) {
+    return timeout_error(std::string("exchanging host identities: ") + e.what());
+  } catch (const Error& e) {
+    return Status(StatusCode::kStoreError, std::string("exchanging host identities: ") + e.what());
+  }
+  std::vector<int> local;
+  const std::string own = mine + identity_of(rank);
+  for (int q = 0; q < size; ++q) {
+    if (to_string(identities[static_cast<size_t>(q)]) == own) local.push_back(q);
+  }
+  return local;
+}
+
+Status connect_shm(Store& store, tcp::TcpTransport& transport, const std::vector<int>& global_ranks,
+                   Deadline deadline) {
+  const int rank = transport.rank();
+  if (config_string(knobs::kShm) == "off" || transport.size() < 2) return Status::ok_status();
+  auto local = same_host_ranks(store, rank, global_ranks, deadline);
+  if (!local.ok()) return local.status();
+  for (int q = 0; q < transport.size(); ++q) {
+    if (q == rank) continue;
+    bool here = std::find(local.value().begin(), local.value().end(), q) != local.value().end();
+    COHORT_LOG(kDebug) << "rank " << rank << " talks to " << transport.peer_name(q) << " over "
+                       << (here ? "shared memory" : "TCP");
+  }
+  if (local.value().size() < 2) return Status::ok_status();
+  auto arena = Arena::set_up(store, rank, local.value(), deadline);
+  if (!arena.ok()) {
+    if (arena.status().code() == StatusCode::kTimeout) return arena.status();
+    COHORT_LOG(kWarning) << "rank " << rank << ": shared memory is unavailable, using TCP on this host: "
+                         << arena.status().message();
+    return Status::ok_status();
+  }
+  transport.attach_shm(std::move(arena.value()));
+  return Status::ok_status();
+}
+
+}  // namespace cohort::shm
