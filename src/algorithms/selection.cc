@@ -8,6 +8,7 @@ namespace cohort {
 namespace {
 
 struct Rule {
+  Topology topology;  // kNetwork rules apply everywhere, after the others
   Collective collective;
   size_t max_bytes;  // the rule applies up to this many bytes per rank
   Algorithm algorithm;
@@ -20,18 +21,29 @@ constexpr size_t kAny = ~size_t{0};
 // wants both few steps and little data (halving-doubling: 2 log2 P steps,
 // 2(P-1)/P of the data); large is bandwidth bound (the pipelined ring moves
 // the same minimum, in segments that overlap the reduction).
+// On one host, the collectives that have a direct shared-memory version use
+// it at every size; gather, scatter and all_to_all move each byte once
+// anyway and go through the shared-memory rings. Across hosts, all_reduce
+// goes hierarchical.
 constexpr Rule kRules[] = {
-    {Collective::kAllReduce, 16 * 1024, Algorithm::kRecursiveDoubling},
-    {Collective::kAllReduce, 1024 * 1024, Algorithm::kHalvingDoubling},
-    {Collective::kAllReduce, kAny, Algorithm::kRing},
-    {Collective::kBroadcast, kAny, Algorithm::kBinomialTree},
-    {Collective::kReduce, kAny, Algorithm::kBinomialTree},
-    {Collective::kAllGather, kAny, Algorithm::kRing},
-    {Collective::kGather, kAny, Algorithm::kDirect},
-    {Collective::kScatter, kAny, Algorithm::kDirect},
-    {Collective::kReduceScatter, kAny, Algorithm::kRing},
-    {Collective::kAllToAll, kAny, Algorithm::kPairwise},
-    {Collective::kBarrier, kAny, Algorithm::kDissemination},
+    {Topology::kOneHost, Collective::kAllReduce, kAny, Algorithm::kShmDirect},
+    {Topology::kOneHost, Collective::kBroadcast, kAny, Algorithm::kShmDirect},
+    {Topology::kOneHost, Collective::kReduce, kAny, Algorithm::kShmDirect},
+    {Topology::kOneHost, Collective::kAllGather, kAny, Algorithm::kShmDirect},
+    {Topology::kOneHost, Collective::kReduceScatter, kAny, Algorithm::kShmDirect},
+    {Topology::kOneHost, Collective::kBarrier, kAny, Algorithm::kShmDirect},
+    {Topology::kHosts, Collective::kAllReduce, kAny, Algorithm::kHierarchical},
+    {Topology::kNetwork, Collective::kAllReduce, 16 * 1024, Algorithm::kRecursiveDoubling},
+    {Topology::kNetwork, Collective::kAllReduce, 1024 * 1024, Algorithm::kHalvingDoubling},
+    {Topology::kNetwork, Collective::kAllReduce, kAny, Algorithm::kRing},
+    {Topology::kNetwork, Collective::kBroadcast, kAny, Algorithm::kBinomialTree},
+    {Topology::kNetwork, Collective::kReduce, kAny, Algorithm::kBinomialTree},
+    {Topology::kNetwork, Collective::kAllGather, kAny, Algorithm::kRing},
+    {Topology::kNetwork, Collective::kGather, kAny, Algorithm::kDirect},
+    {Topology::kNetwork, Collective::kScatter, kAny, Algorithm::kDirect},
+    {Topology::kNetwork, Collective::kReduceScatter, kAny, Algorithm::kRing},
+    {Topology::kNetwork, Collective::kAllToAll, kAny, Algorithm::kPairwise},
+    {Topology::kNetwork, Collective::kBarrier, kAny, Algorithm::kDissemination},
 };
 
 // What each algorithm can run.
@@ -50,14 +62,26 @@ bool can_run(Algorithm a, Collective c) {
       return c == Collective::kAllToAll;
     case Algorithm::kDissemination:
       return c == Collective::kBarrier;
+    case Algorithm::kShmDirect:
+      return c == Collective::kAllReduce || c == Collective::kBroadcast || c == Collective::kReduce ||
+             c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kBarrier;
+    case Algorithm::kHierarchical:
+      return c == Collective::kAllReduce;
   }
   return false;
 }
 
+// Where each algorithm can run: the message-passing ones anywhere.
+bool fits(Algorithm a, Topology t) {
+  if (a == Algorithm::kShmDirect) return t == Topology::kOneHost;
+  if (a == Algorithm::kHierarchical) return t == Topology::kHosts;
+  return true;
+}
+
 bool parse_algorithm(const std::string& name, Algorithm* out) {
-  for (Algorithm a :
-       {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-        Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kPairwise, Algorithm::kDissemination}) {
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
+                      Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kPairwise,
+                      Algorithm::kDissemination, Algorithm::kShmDirect, Algorithm::kHierarchical}) {
     if (name == algorithm_name(a)) return *out = a, true;
   }
   return false;
@@ -105,11 +129,23 @@ const char* algorithm_name(Algorithm a) {
       return "pairwise";
     case Algorithm::kDissemination:
       return "dissemination";
+    case Algorithm::kShmDirect:
+      return "shm_direct";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
   }
   return "?";
 }
 
-Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size) {
+Algorithm network_algorithm(Collective collective, size_t bytes) {
+  for (const Rule& r : kRules) {
+    if (r.topology == Topology::kNetwork && r.collective == collective && bytes <= r.max_bytes)
+      return r.algorithm;
+  }
+  return Algorithm::kDirect;  // unreachable: every collective has a network rule
+}
+
+Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size, Topology topology) {
   (void)world_size;  // every algorithm here handles every world size
   std::string overrides = config_string(knobs::kAlgo);
   if (!overrides.empty()) {
@@ -129,11 +165,16 @@ Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int worl
         return invalid_argument(std::string("COHORT_ALGO: ") + algorithm_name(a) + " cannot run " +
                                 collective_name(collective));
       }
-      return a;
+      // shm_direct on a group that spans hosts (or hierarchical on one
+      // host) cannot run: the table's choice stands.
+      if (fits(a, topology)) return a;
+      break;
     }
   }
   for (const Rule& r : kRules) {
-    if (r.collective == collective && bytes <= r.max_bytes) return r.algorithm;
+    if ((r.topology == topology || r.topology == Topology::kNetwork) && r.collective == collective &&
+        bytes <= r.max_bytes)
+      return r.algorithm;
   }
   return invalid_argument(std::string("no algorithm for ") + collective_name(collective));
 }

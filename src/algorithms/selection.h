@@ -1,8 +1,9 @@
 // selection.h: which algorithm runs a collective, from one table.
 //
-// The table (selection.cc) scores by collective, message size and world
-// size; COHORT_ALGO overrides it per collective
-// ("all_reduce=ring,broadcast=binomial_tree").
+// The table (selection.cc) chooses by collective, message size, world size
+// and where the ranks are (one host with shared memory, several hosts with
+// shared memory within each, or only the network); COHORT_ALGO overrides it
+// per collective ("all_reduce=ring,broadcast=binomial_tree").
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,15 @@ enum class Algorithm {
   kDirect,
   kPairwise,
   kDissemination,
+  kShmDirect,     // one host: straight through shared memory
+  kHierarchical,  // several hosts: within each host, then between leaders
+};
+
+// Topology is where a group's ranks are, as far as the table cares.
+enum class Topology {
+  kNetwork,  // no two ranks share memory
+  kOneHost,  // every rank on one host, sharing memory
+  kHosts,    // several hosts, some with more than one rank sharing memory
 };
 
 const char* collective_name(Collective c);
@@ -40,6 +50,11 @@ const char* algorithm_name(Algorithm a);
 // choose_algorithm returns the algorithm for `bytes` (per rank) on
 // `world_size` ranks. Fails with kInvalidArgument when COHORT_ALGO names an
 // unknown algorithm, or one that cannot run that collective.
-Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size);
+Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size,
+                                   Topology topology = Topology::kNetwork);
+
+// network_algorithm is the table's choice among the message-passing
+// algorithms, without overrides (the leaders' step of a hierarchical one).
+Algorithm network_algorithm(Collective collective, size_t bytes);
 
 }  // namespace cohort

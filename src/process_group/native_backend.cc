@@ -1,8 +1,10 @@
 #include "process_group/native_backend.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/shm_direct.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -17,24 +19,57 @@ ReduceOp::Kind algorithm_op(ReduceOp op) {
 }  // namespace
 
 NativeBackend::NativeBackend(std::unique_ptr<Transport> transport)
-    : Backend("cohort"), transport_(std::move(transport)) {}
+    : Backend("cohort"), transport_(std::move(transport)) {
+  shm::Arena* arena = transport_->shared_arena();
+  if (arena && arena->local_size() == transport_->size()) {
+    topology_ = Topology::kOneHost;
+  } else {
+    for (int q = 0; q < transport_->size(); ++q) {
+      if (transport_->host_of(q) != q) topology_ = Topology::kHosts;
+    }
+  }
+}
+
+Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes) const {
+  return choose_algorithm(collective, bytes, transport_->size(), topology_);
+}
+
+Status NativeBackend::direct_done(Status st) {
+  if (!st.ok()) {
+    transport_->interrupt(st);
+    transport_->poll_health();
+  }
+  return st;
+}
 
 AlgoContext NativeBackend::context(const OpContext& op) {
   return AlgoContext{*transport_, op.sequence, op.deadline, *op.what, scratch_};
 }
 
 Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext& op) {
+  auto algorithm = choose(Collective::kBroadcast, buffer.bytes());
+  if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
+  if (algorithm.value() == Algorithm::kShmDirect) {
+    return direct_done(shm_broadcast(c, *transport_->shared_arena(), buffer, root));
+  }
   return cohort::broadcast(c, buffer, root);
 }
 
 Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) {
-  auto algorithm = choose_algorithm(Collective::kAllReduce, buffer.bytes(), transport_->size());
+  auto algorithm = choose(Collective::kAllReduce, buffer.bytes());
   if (!algorithm.ok()) return algorithm.status();
   if (reduce_op.kind == ReduceOp::PREMUL_SUM)
     scale(buffer.dtype, buffer.data, buffer.count, reduce_op.factor);
   AlgoContext c = context(op);
-  Status st = cohort::all_reduce(c, buffer, algorithm_op(reduce_op), algorithm.value());
+  Status st;
+  if (algorithm.value() == Algorithm::kShmDirect) {
+    st = direct_done(shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op)));
+  } else if (algorithm.value() == Algorithm::kHierarchical) {
+    st = direct_done(hierarchical_all_reduce(c, buffer, algorithm_op(reduce_op)));
+  } else {
+    st = cohort::all_reduce(c, buffer, algorithm_op(reduce_op), algorithm.value());
+  }
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
     scale(buffer.dtype, buffer.data, buffer.count, 1.0 / transport_->size());
   }
@@ -51,8 +86,13 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
     }
     scale(input.dtype, input.data, input.count, reduce_op.factor);
   }
+  auto algorithm = choose(Collective::kReduce, buffer.bytes());
+  if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
-  Status st = cohort::reduce(c, input, root, algorithm_op(reduce_op));
+  Status st =
+      algorithm.value() == Algorithm::kShmDirect
+          ? direct_done(shm_reduce(c, *transport_->shared_arena(), input, root, algorithm_op(reduce_op)))
+          : cohort::reduce(c, input, root, algorithm_op(reduce_op));
   if (st.ok() && reduce_op.kind == ReduceOp::AVG && transport_->rank() == root) {
     scale(buffer.dtype, buffer.data, buffer.count, 1.0 / transport_->size());
   }
@@ -61,7 +101,14 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
 
 Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                  const OpContext& op) {
+  size_t most = 0;
+  for (const Buffer& o : outputs) most = std::max(most, o.bytes());
+  auto algorithm = choose(Collective::kAllGather, most);
+  if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
+  if (algorithm.value() == Algorithm::kShmDirect) {
+    return direct_done(shm_all_gather(c, *transport_->shared_arena(), input, outputs));
+  }
   return cohort::all_gather(c, input, outputs);
 }
 
@@ -92,8 +139,13 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
       off += v.bytes();
     }
   }
+  auto algorithm = choose(Collective::kReduceScatter, output.bytes());
+  if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
-  Status st = cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
+  Status st = algorithm.value() == Algorithm::kShmDirect
+                  ? direct_done(shm_reduce_scatter(c, *transport_->shared_arena(), output, views,
+                                                   algorithm_op(reduce_op)))
+                  : cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
     scale(output.dtype, output.data, output.count, 1.0 / transport_->size());
   }
@@ -107,7 +159,11 @@ Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::
 }
 
 Status NativeBackend::barrier(const OpContext& op) {
+  auto algorithm = choose(Collective::kBarrier, 0);
+  if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
+  if (algorithm.value() == Algorithm::kShmDirect)
+    return direct_done(shm_barrier(c, *transport_->shared_arena()));
   return cohort::barrier(c);
 }
 

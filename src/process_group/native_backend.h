@@ -1,10 +1,12 @@
 // native_backend.h: cohort's own backend: the algorithms of src/algorithms
-// over a Transport (TCP today; shared memory joins it in another issue).
+// over a Transport (TCP, with shared-memory rings between ranks on one host),
+// plus the direct shared-memory algorithms when the ranks share a host.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "algorithms/selection.h"
 #include "process_group/backend.h"
 
 namespace cohort {
@@ -35,7 +37,13 @@ class NativeBackend : public Backend {
 
  private:
   struct AlgoContext context(const OpContext& op);
+  // choose asks the algorithm table, knowing where this group's ranks are.
+  Result<Algorithm> choose(Collective collective, size_t bytes) const;
+  // direct_done passes on a direct (shared-memory) algorithm's status; on
+  // failure it first fails the transport, which tells the peers why.
+  Status direct_done(Status st);
   std::unique_ptr<Transport> transport_;
+  Topology topology_ = Topology::kNetwork;
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)
   std::vector<uint8_t> premul_;   // PREMUL_SUM's scaled copy of the inputs
 };

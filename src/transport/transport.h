@@ -105,6 +105,11 @@ class Transport {
   // it); null when it has none or shared memory is off.
   virtual shm::Arena* shared_arena() { return nullptr; }
 
+  // host_of names the host of `rank` by the lowest rank on it, so that
+  // host_of(q) == q marks the host's leader. Without shared memory every
+  // rank is its own host.
+  virtual int host_of(int rank) const { return rank; }
+
   // poll_health takes in what peers sent, without waiting, and returns the
   // error that ended this transport, or that a peer is gone; ok otherwise.
   // Algorithms that wait outside exchange() (on shared memory) call it so

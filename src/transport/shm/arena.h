@@ -64,6 +64,16 @@ class Arena {
   uint8_t* slot(int local, int half) const;
   size_t slot_bytes() const { return slot_bytes_; }
 
+  // SlotClock is this rank's record of its two slots: which one the next
+  // chunk uses, and for each how many arrivals every rank must have made
+  // before it may be written again (its readers are done by then). All
+  // ranks arrive in step, so the numbers are the same on every rank.
+  struct SlotClock {
+    uint64_t chunks = 0;
+    uint64_t free_after[2] = {0, 0};
+  };
+  SlotClock& slot_clock() { return clock_; }
+
  private:
   Arena() = default;
   RankControl& control(int local) const;
@@ -77,6 +87,7 @@ class Arena {
   ArenaHeader* header_ = nullptr;
   uint8_t* base_ = nullptr;
   size_t controls_at_ = 0, ring_controls_at_ = 0, rings_at_ = 0, slots_at_ = 0;
+  SlotClock clock_;
   bool oversubscribed_ = false;  // more local ranks than cores: yield, do not spin
   int64_t spin_us_ = 0;
 };

@@ -9,8 +9,8 @@
 
 namespace cohort::shm {
 
-Result<std::vector<int>> same_host_ranks(Store& store, int rank, const std::vector<int>& global_ranks,
-                                         Deadline deadline) {
+Result<std::vector<int>> host_leaders(Store& store, int rank, const std::vector<int>& global_ranks,
+                                      Deadline deadline) {
   const int size = static_cast<int>(global_ranks.size());
   std::string mine = host_identity();
   const int64_t per_host = config_int(knobs::kShmRanksPerHost);
@@ -31,28 +31,39 @@ Result<std::vector<int>> same_host_ranks(Store& store, int rank, const std::vect
   } catch (const Error& e) {
     return Status(StatusCode::kStoreError, std::string("exchanging host identities: ") + e.what());
   }
-  std::vector<int> local;
-  const std::string own = mine + identity_of(rank);
+  std::vector<int> leader(static_cast<size_t>(size));
   for (int q = 0; q < size; ++q) {
-    if (to_string(identities[static_cast<size_t>(q)]) == own) local.push_back(q);
+    leader[static_cast<size_t>(q)] = q;
+    for (int first = 0; first < q; ++first) {
+      if (identities[static_cast<size_t>(first)] == identities[static_cast<size_t>(q)]) {
+        leader[static_cast<size_t>(q)] = first;
+        break;
+      }
+    }
   }
-  return local;
+  return leader;
 }
 
 Status connect_shm(Store& store, tcp::TcpTransport& transport, const std::vector<int>& global_ranks,
                    Deadline deadline) {
   const int rank = transport.rank();
   if (config_string(knobs::kShm) == "off" || transport.size() < 2) return Status::ok_status();
-  auto local = same_host_ranks(store, rank, global_ranks, deadline);
-  if (!local.ok()) return local.status();
+  auto leaders = host_leaders(store, rank, global_ranks, deadline);
+  if (!leaders.ok()) return leaders.status();
+  std::vector<int> local;
+  for (int q = 0; q < transport.size(); ++q) {
+    if (leaders.value()[static_cast<size_t>(q)] == leaders.value()[static_cast<size_t>(rank)])
+      local.push_back(q);
+  }
+  transport.set_hosts(leaders.value());
   for (int q = 0; q < transport.size(); ++q) {
     if (q == rank) continue;
-    bool here = std::find(local.value().begin(), local.value().end(), q) != local.value().end();
+    bool here = std::find(local.begin(), local.end(), q) != local.end();
     COHORT_LOG(kDebug) << "rank " << rank << " talks to " << transport.peer_name(q) << " over "
                        << (here ? "shared memory" : "TCP");
   }
-  if (local.value().size() < 2) return Status::ok_status();
-  auto arena = Arena::set_up(store, rank, local.value(), deadline);
+  if (local.size() < 2) return Status::ok_status();
+  auto arena = Arena::set_up(store, rank, local, deadline);
   if (!arena.ok()) {
     if (arena.status().code() == StatusCode::kTimeout) return arena.status();
     COHORT_LOG(kWarning) << "rank " << rank << ": shared memory is unavailable, using TCP on this host: "

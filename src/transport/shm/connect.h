@@ -13,11 +13,11 @@ namespace cohort::shm {
 
 // same_host_ranks publishes this rank's host identity under
 // "shm/host/<rank>" of the group's `store`, waits for every rank's, and
-// returns the group ranks (ascending) that share this rank's host.
+// returns, for every group rank, the lowest group rank on its host.
 // COHORT_SHM_RANKS_PER_HOST > 0 splits one machine into pretend hosts of
 // that many consecutive global ranks (tests of the mixed paths).
-Result<std::vector<int>> same_host_ranks(Store& store, int rank, const std::vector<int>& global_ranks,
-                                         Deadline deadline);
+Result<std::vector<int>> host_leaders(Store& store, int rank, const std::vector<int>& global_ranks,
+                                      Deadline deadline);
 
 // connect_shm sets up the shared memory of this rank's host for `transport`
 // when COHORT_SHM allows it and other ranks of the group are here. A

@@ -51,6 +51,11 @@ class TcpTransport : public Transport {
   void interrupt(const Status& reason) override;
   std::string peer_name(int peer) const override;
   shm::Arena* shared_arena() override { return arena_.get(); }
+  int host_of(int rank) const override {
+    return host_of_.empty() ? rank : host_of_[static_cast<size_t>(rank)];
+  }
+  // set_hosts records every rank's host (its lowest rank), for host_of().
+  void set_hosts(std::vector<int> host_of) { host_of_ = std::move(host_of); }
   Status poll_health() override;
 
   // attach_shm routes the messages of the peers in `arena` (this host's
@@ -188,6 +193,7 @@ class TcpTransport : public Transport {
   std::vector<Handshake> handshakes_;
   Status failed_;  // once set, every request fails with it
   std::unique_ptr<shm::Arena> arena_;
+  std::vector<int> host_of_;
   bool all_shm_ = false;    // every peer is on this host
   uint64_t shm_moves_ = 0;  // counts ring reads and writes that moved bytes
 

@@ -1,0 +1,186 @@
+#include "algorithms/shm_direct.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "reduce/reduce.h"
+
+namespace cohort {
+namespace {
+
+// wait_until returns once local rank `who` (-1: every local rank) has
+// arrived `target` times; a dead peer, abort() or the deadline end it.
+Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+  return a.wait_for(
+      who, target, c.deadline, [&c] { return c.transport.poll_health(); }, c.what);
+}
+
+// next_half picks the slot half of the next chunk and, for a rank about to
+// write into it, waits until its previous readers are done.
+Status next_half(AlgoContext& c, shm::Arena& a, bool writes, int* half) {
+  auto& clock = a.slot_clock();
+  *half = static_cast<int>(clock.chunks++ & 1);
+  if (!writes) return Status::ok_status();
+  return wait_until(c, a, -1, clock.free_after[*half]);
+}
+
+// release records that the readers of `half` are done once every rank has
+// arrived `after` times.
+void release(shm::Arena& a, int half, uint64_t after) {
+  a.slot_clock().free_after[half] = after;
+}
+
+// Arrive, then wait for everyone to have arrived as often.
+Status arrive_and_wait_all(AlgoContext& c, shm::Arena& a) {
+  a.arrive();
+  return wait_until(c, a, -1, a.arrivals());
+}
+
+// Up to this many bytes, all_reduce takes one step: every rank reduces the
+// whole vector from every slot (in rank order, so that all get identical
+// bits); beyond it, the work is split by blocks.
+constexpr size_t kOneStepBytes = 16 * 1024;
+
+// reduce_chunks runs the blocked reduction; the result goes to every rank
+// (root < 0) or to local rank `root` only.
+Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op, int root) {
+  const int p = a.local_size(), me = a.local_index();
+  const size_t es = dtype_size(buf.dtype);
+  auto* data = static_cast<uint8_t*>(buf.data);
+  const size_t chunk = std::max<size_t>(1, a.slot_bytes() / es);
+  for (size_t off = 0; off < buf.count; off += chunk) {
+    const size_t n = std::min(chunk, buf.count - off);
+    int half;
+    Status st = next_half(c, a, true, &half);
+    if (!st.ok()) return st;
+    std::memcpy(a.slot(me, half), data + off * es, n * es);
+    st = arrive_and_wait_all(c, a);
+    if (!st.ok()) return st;
+    size_t lo, len;
+    block_range(n, p, me, &lo, &len);
+    uint8_t* mine = a.slot(me, half) + lo * es;
+    for (int q = 0; q < p; ++q) {
+      if (q != me && len) reduce_into(buf.dtype, op, mine, a.slot(q, half) + lo * es, len);
+    }
+    st = arrive_and_wait_all(c, a);
+    if (!st.ok()) return st;
+    if (root < 0 || root == me) {
+      for (int q = 0; q < p; ++q) {
+        block_range(n, p, q, &lo, &len);
+        if (len) std::memcpy(data + (off + lo) * es, a.slot(q, half) + lo * es, len * es);
+      }
+    }
+    release(a, half, a.arrivals() + 1);
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op) {
+  const size_t bytes = buf.bytes();
+  if (bytes == 0) return Status::ok_status();
+  if (bytes > kOneStepBytes || bytes > a.slot_bytes()) return reduce_chunks(c, a, buf, op, -1);
+  const int p = a.local_size(), me = a.local_index();
+  int half;
+  Status st = next_half(c, a, true, &half);
+  if (!st.ok()) return st;
+  std::memcpy(a.slot(me, half), buf.data, bytes);
+  st = arrive_and_wait_all(c, a);
+  if (!st.ok()) return st;
+  std::memcpy(buf.data, a.slot(0, half), bytes);
+  for (int q = 1; q < p; ++q) reduce_into(buf.dtype, op, buf.data, a.slot(q, half), buf.count);
+  release(a, half, a.arrivals() + 1);
+  return Status::ok_status();
+}
+
+Status shm_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root, ReduceOp::Kind op) {
+  return reduce_chunks(c, a, buf, op, root);
+}
+
+Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root) {
+  const int me = a.local_index();
+  auto* data = static_cast<uint8_t*>(buf.data);
+  const size_t bytes = buf.bytes();
+  for (size_t off = 0; off < bytes; off += a.slot_bytes()) {
+    const size_t n = std::min(a.slot_bytes(), bytes - off);
+    int half;
+    Status st = next_half(c, a, me == root, &half);
+    if (!st.ok()) return st;
+    if (me == root) {
+      std::memcpy(a.slot(root, half), data + off, n);
+    } else {
+      st = wait_until(c, a, root, a.arrivals() + 1);
+      if (!st.ok()) return st;
+      std::memcpy(data + off, a.slot(root, half), n);
+    }
+    a.arrive();
+    release(a, half, a.arrivals());  // every reader read before arriving
+  }
+  return Status::ok_status();
+}
+
+Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
+                      const std::vector<Buffer>& outputs) {
+  const int p = a.local_size(), me = a.local_index();
+  size_t most = 0;
+  for (const Buffer& o : outputs) most = std::max(most, o.bytes());
+  const auto* in = static_cast<const uint8_t*>(input.data);
+  for (size_t off = 0; off < most; off += a.slot_bytes()) {
+    auto part = [&](size_t total) { return off >= total ? 0 : std::min(a.slot_bytes(), total - off); };
+    int half;
+    Status st = next_half(c, a, true, &half);
+    if (!st.ok()) return st;
+    if (part(input.bytes())) std::memcpy(a.slot(me, half), in + off, part(input.bytes()));
+    st = arrive_and_wait_all(c, a);
+    if (!st.ok()) return st;
+    for (int q = 0; q < p; ++q) {
+      const Buffer& o = outputs[static_cast<size_t>(q)];
+      if (q == me && o.data == input.data) continue;
+      if (part(o.bytes())) std::memcpy(static_cast<uint8_t*>(o.data) + off, a.slot(q, half), part(o.bytes()));
+    }
+    release(a, half, a.arrivals() + 1);
+  }
+  return Status::ok_status();
+}
+
+Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
+                          const std::vector<Buffer>& inputs, ReduceOp::Kind op) {
+  const int p = a.local_size(), me = a.local_index();
+  const size_t es = dtype_size(output.dtype);
+  size_t most = 0;
+  for (const Buffer& b : inputs) most = std::max(most, b.count);
+  // Each chunk carries `per_block` elements of every destination's block.
+  const size_t per_block = std::max<size_t>(1, a.slot_bytes() / (static_cast<size_t>(p) * es));
+  for (size_t e0 = 0; e0 < most; e0 += per_block) {
+    auto part = [&](size_t count) { return e0 >= count ? 0 : std::min(per_block, count - e0); };
+    int half;
+    Status st = next_half(c, a, true, &half);
+    if (!st.ok()) return st;
+    for (int d = 0; d < p; ++d) {
+      const Buffer& in = inputs[static_cast<size_t>(d)];
+      const size_t n = part(in.count);
+      if (n) {
+        std::memcpy(a.slot(me, half) + static_cast<size_t>(d) * per_block * es,
+                    static_cast<const uint8_t*>(in.data) + e0 * es, n * es);
+      }
+    }
+    st = arrive_and_wait_all(c, a);
+    if (!st.ok()) return st;
+    const size_t n = part(output.count);
+    if (n) {
+      uint8_t* out = static_cast<uint8_t*>(output.data) + e0 * es;
+      const size_t at = static_cast<size_t>(me) * per_block * es;
+      std::memcpy(out, a.slot(0, half) + at, n * es);
+      for (int q = 1; q < p; ++q) reduce_into(output.dtype, op, out, a.slot(q, half) + at, n);
+    }
+    release(a, half, a.arrivals() + 1);
+  }
+  return Status::ok_status();
+}
+
+Status shm_barrier(AlgoContext& c, shm::Arena& a) {
+  return arrive_and_wait_all(c, a);
+}
+
+}  // namespace cohort

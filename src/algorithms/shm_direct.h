@@ -1,0 +1,33 @@
+// shm_direct.h: collectives among the ranks of one host, straight through
+// shared memory (transport/shm/arena.h), with no messages at all.
+//
+// Every rank copies its part into its own slot and counts an arrival; the
+// others read it in place once they see the count. Large data goes in
+// slot-sized chunks through two slots per rank, so that one chunk is being
+// written while the other is read. For all_reduce each rank reduces only
+// its own block of every rank's chunk, and everyone then copies the reduced
+// blocks out: the memory traffic is close to two copies of the data,
+// whatever the number of ranks.
+//
+// `local` ranks: indices in the arena. The collective functions below take
+// the arena's local ranks as their participants (all of the group when
+// the group is on one host; the host's part in a hierarchical one).
+#pragma once
+
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "transport/shm/arena.h"
+
+namespace cohort {
+
+Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op);
+// shm_reduce leaves the result in local rank `root`'s buffer only.
+Status shm_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root, ReduceOp::Kind op);
+Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root);
+Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input, const std::vector<Buffer>& outputs);
+Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
+                          const std::vector<Buffer>& inputs, ReduceOp::Kind op);
+Status shm_barrier(AlgoContext& c, shm::Arena& a);
+
+}  // namespace cohort
