@@ -158,6 +158,8 @@ class ProcessGroup {
   std::shared_ptr<Work> collective(const std::string& op, const CollectiveOptions& options,
                                    std::function<void(const OpContext&, std::exception_ptr*)> run);
   void worker_loop();
+  // run_task runs one operation on the thread driving the backend.
+  void run_task(Work& work, const Task& task);
   void mark_broken(std::exception_ptr error, const std::string& what);
   void check_rank(int r, const char* what) const;
 
@@ -173,7 +175,11 @@ class ProcessGroup {
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<Work>, Task>> queue_;  // guarded by mu_
   bool stopping_ = false;                                     // guarded by mu_
-  std::exception_ptr broken_;  // worker thread only: why the group refuses work
+  // driving_ is true while one thread (the worker, or a caller running its
+  // blocking operation itself) drives the backend; guarded by mu_.
+  bool driving_ = false;
+  // Why the group refuses work; touched only by the thread driving.
+  std::exception_ptr broken_;
   std::thread worker_;
 };
 

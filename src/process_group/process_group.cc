@@ -1,5 +1,8 @@
 // ProcessGroup: argument checks on the caller's thread, then one worker
 // thread per group that runs operations in call order (docs/threading.md).
+// A blocking call that finds the group idle runs on the caller's thread
+// instead: handing it to the worker and back costs two thread wake-ups,
+// more than a whole small collective over shared memory.
 #include "cohort/process_group.h"
 
 #include <numeric>
@@ -51,12 +54,14 @@ void ProcessGroup::worker_loop() {
     std::pair<std::shared_ptr<Work>, Task> item;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      while (queue_.empty() && !stopping_) {
-        if (backend_->has_pending()) {
+      while ((queue_.empty() || driving_) && !stopping_) {
+        if (!driving_ && backend_->has_pending()) {
           // isend/irecv in flight: drive them until new work (or stop) wakes us.
+          driving_ = true;
           lock.unlock();
           backend_->progress(Deadline::never());
           lock.lock();
+          driving_ = false;
         } else {
           cv_.wait(lock);
         }
@@ -64,16 +69,12 @@ void ProcessGroup::worker_loop() {
       if (stopping_) break;  // what is still queued is cancelled below
       item = std::move(queue_.front());
       queue_.pop_front();
+      driving_ = true;
     }
-    if (broken_) {
-      item.first->complete(broken_);
-      continue;
-    }
-    try {
-      item.second();
-    } catch (...) {
-      // A throwing task is a bug in cohort; its Work still completes.
-      item.first->complete(std::current_exception());
+    run_task(*item.first, item.second);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      driving_ = false;
     }
   }
   // Whatever is still queued fails with a clear reason, each Work once.
@@ -89,6 +90,16 @@ void ProcessGroup::worker_loop() {
   }
 }
 
+void ProcessGroup::run_task(Work& work, const Task& task) {
+  if (broken_) return work.complete(broken_);
+  try {
+    task();
+  } catch (...) {
+    // A throwing task is a bug in cohort; its Work still completes.
+    work.complete(std::current_exception());
+  }
+}
+
 std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const CollectiveOptions& options,
                                             std::function<void(Work&, const OpContext&)> run,
                                             bool is_collective) {
@@ -96,6 +107,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
   // The deadline counts from the call, not from when the worker gets to it.
   const Deadline deadline = Deadline::after(timeout);
   std::shared_ptr<Work> work;
+  Task inline_task;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw InvalidArgument(op + ": group " + name_ + " is being destroyed");
@@ -108,7 +120,28 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
                                               (is_collective ? "" : ")") + " of group " + name_);
     work = std::make_shared<Work>(*what);
     OpContext context{seq, deadline, what.get(), what};
-    queue_.emplace_back(work, [work, context, run = std::move(run)] { run(*work, context); });
+    Task task = [work, context, run = std::move(run)] { run(*work, context); };
+    if (!options.async_op && queue_.empty() && !driving_) {
+      // Idle group, blocking call: run it here, in order by construction.
+      driving_ = true;
+      inline_task = std::move(task);
+    } else {
+      queue_.emplace_back(work, std::move(task));
+    }
+  }
+  if (inline_task) {
+    run_task(*work, inline_task);
+    bool queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      driving_ = false;
+      queued = !queue_.empty();
+    }
+    // Wake the worker only for work queued meanwhile: a needless wake-up
+    // costs more than the collective.
+    if (queued) cv_.notify_one();
+    work->wait();  // complete by now; rethrows its error
+    return work;
   }
   cv_.notify_one();
   backend_->wake();

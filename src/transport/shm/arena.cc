@@ -218,14 +218,22 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline, const std:
   // Spin (or, oversubscribed, yield) for a while: the peer is usually
   // microseconds away, and a futex wake-up costs tens of microseconds.
   const auto spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
+  // Pure spinning for the first part of the budget (the peer runs on
+  // another core), yielding for the rest (it may be waiting for a core).
+  const auto yield_from = Clock::now() + std::chrono::microseconds(spin_us_ / 4);
+  bool yielding = oversubscribed_;
   for (uint32_t i = 1;; ++i) {
     if (count_of(local) >= target) return Status::ok_status();
-    if (oversubscribed_ || i > 64) {
+    if (yielding) {
       sched_yield();
     } else {
       cpu_relax();
     }
-    if ((i & 63) == 0 && Clock::now() >= spin_end) break;
+    if ((i & 63) == 0) {
+      const auto now = Clock::now();
+      if (now >= spin_end) break;
+      if (now >= yield_from) yielding = true;
+    }
   }
   auto peer_names = [&] {
     std::string s;

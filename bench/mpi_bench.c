@@ -1,0 +1,104 @@
+/* mpi_bench: Open MPI's collectives in cohort-bench's columns, so that
+ * bench/compare_shm.sh can put them side by side.
+ *
+ *   mpirun -np P mpi_bench all_reduce|all_gather|reduce_scatter|broadcast|barrier
+ *          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
+ *
+ * float32 SUM, root 0; size is the total bytes (nccl-tests' convention);
+ * time is the slowest rank's mean per iteration. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static long long parse_size(const char* s) {
+  char* end;
+  double v = strtod(s, &end);
+  switch (*end) {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+  }
+  return (long long)v;
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, n;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (argc < 2) {
+    if (rank == 0) fprintf(stderr, "usage: mpi_bench COLLECTIVE [-b MIN] [-e MAX] [-f F] [-n N] [-w W]\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const char* c = argv[1];
+  long long min_bytes = 4, max_bytes = 64 << 20;
+  double factor = 4;
+  int iters = 20, warmup = 5;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "-b")) min_bytes = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-e")) max_bytes = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-f")) factor = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
+  }
+  const int barrier = !strcmp(c, "barrier");
+  if (barrier) min_bytes = max_bytes = 0;
+  float* in = malloc((size_t)max_bytes + 64);
+  float* out = malloc((size_t)max_bytes + 64);
+  memset(in, 0, (size_t)max_bytes + 64);
+  memset(out, 0, (size_t)max_bytes + 64);
+  if (rank == 0) {
+    printf("# mpi_bench %s, %d ranks, %d iterations after %d warm-up\n", c, n, iters, warmup);
+    printf("%12s %12s %8s %6s %5s %10s %10s %10s %7s\n", "size", "count", "type", "redop", "root", "time(us)",
+           "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  }
+  for (long long bytes = min_bytes; bytes <= max_bytes;) {
+    long long count = bytes / 4;
+    int per_rank = 0;
+    if (!strcmp(c, "all_gather") || !strcmp(c, "reduce_scatter")) {
+      per_rank = (int)(count / n > 0 ? count / n : 1);
+      count = (long long)per_rank * n;
+    }
+    double bus = 1;
+    for (int i = -warmup; i < iters; ++i) {
+      if (i == 0) MPI_Barrier(MPI_COMM_WORLD);
+      static double t0;
+      if (i == 0) t0 = MPI_Wtime();
+      if (!strcmp(c, "all_reduce")) {
+        MPI_Allreduce(MPI_IN_PLACE, in, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        bus = 2.0 * (n - 1) / n;
+      } else if (!strcmp(c, "all_gather")) {
+        MPI_Allgather(in, per_rank, MPI_FLOAT, out, per_rank, MPI_FLOAT, MPI_COMM_WORLD);
+        bus = (double)(n - 1) / n;
+      } else if (!strcmp(c, "reduce_scatter")) {
+        MPI_Reduce_scatter_block(in, out, per_rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        bus = (double)(n - 1) / n;
+      } else if (!strcmp(c, "broadcast")) {
+        MPI_Bcast(in, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+      } else if (barrier) {
+        MPI_Barrier(MPI_COMM_WORLD);
+      } else {
+        if (rank == 0) fprintf(stderr, "mpi_bench: unknown collective '%s'\n", c);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      if (i == iters - 1) {
+        double us = (MPI_Wtime() - t0) * 1e6 / iters, slowest;
+        MPI_Reduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+          double algbw = slowest > 0 ? (double)(count * 4) / slowest / 1e3 : 0;
+          printf("%12lld %12lld %8s %6s %5d %10.2f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM", 0,
+                 slowest, algbw, algbw * bus, 0);
+        }
+      }
+    }
+    if (bytes == max_bytes) break;
+    long long next = (long long)(bytes * factor);
+    bytes = next > max_bytes ? max_bytes : (next == bytes ? bytes + 1 : next);
+  }
+  free(in);
+  free(out);
+  MPI_Finalize();
+  return 0;
+}
