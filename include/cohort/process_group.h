@@ -159,7 +159,8 @@ class ProcessGroup {
                                    std::function<void(const OpContext&, std::exception_ptr*)> run);
   void worker_loop();
   // run_task runs one operation on the thread driving the backend.
-  void run_task(Work& work, const Task& task);
+  template <class Run>
+  void run_task(Work& work, const Run& task);
   void mark_broken(std::exception_ptr error, const std::string& what);
   void check_rank(int r, const char* what) const;
 

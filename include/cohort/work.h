@@ -67,7 +67,9 @@ class Work : public std::enable_shared_from_this<Work> {
   std::exception_ptr error_;
   int source_rank_ = -1;
   std::vector<std::function<void(Work&)>> callbacks_;
-  std::promise<void> promise_;
+  // Made on the first get_future(): a promise costs an allocation and a
+  // futex wake-up per completion, more than a small collective itself.
+  std::unique_ptr<std::promise<void>> promise_;
   std::shared_future<void> future_;
 };
 

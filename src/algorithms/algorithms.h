@@ -21,7 +21,7 @@ struct AlgoContext {
   Transport& transport;
   uint64_t sequence;  // the group's sequence number of this op
   Deadline deadline;
-  std::string what;               // "all_reduce #5 of group 0", for errors
+  const std::string& what;        // "all_reduce #5 of group 0", for errors
   std::vector<uint8_t>& scratch;  // reused across operations; grows as needed
 
   // tag makes each step's messages unique within the group.

@@ -147,7 +147,14 @@ Algorithm network_algorithm(Collective collective, size_t bytes) {
 
 Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size, Topology topology) {
   (void)world_size;  // every algorithm here handles every world size
-  std::string overrides = config_string(knobs::kAlgo);
+  // Read COHORT_ALGO again only when the config changed: the registry's
+  // lookup costs more than a small collective over shared memory.
+  thread_local uint64_t seen_generation = ~uint64_t{0};
+  thread_local std::string overrides;
+  if (config_generation() != seen_generation) {
+    seen_generation = config_generation();
+    overrides = config_string(knobs::kAlgo);
+  }
   if (!overrides.empty()) {
     std::stringstream ss(overrides);
     std::string item;

@@ -26,7 +26,7 @@ Status next_half(AlgoContext& c, shm::Arena& a, bool writes, int* half) {
 
 // release records that the readers of `half` are done once every rank has
 // arrived `after` times.
-void release(shm::Arena& a, int half, uint64_t after) {
+inline void release(shm::Arena& a, int half, uint64_t after) {
   a.slot_clock().free_after[half] = after;
 }
 
@@ -34,6 +34,44 @@ void release(shm::Arena& a, int half, uint64_t after) {
 Status arrive_and_wait_all(AlgoContext& c, shm::Arena& a) {
   a.arrive();
   return wait_until(c, a, -1, a.arrivals());
+}
+
+// op_stamp names an operation for the desync check.
+shm::Arena::Stamp op_stamp(const AlgoContext& c, Collective collective, int root, uint64_t bytes) {
+  return shm::Arena::Stamp{c.sequence, bytes,
+                           static_cast<uint32_t>(collective) << 16 | static_cast<uint32_t>(root & 0xFFFF)};
+}
+
+std::string describe(const shm::Arena::Stamp& s) {
+  std::string text =
+      std::string(collective_name(static_cast<Collective>(s.op >> 16))) + " #" + std::to_string(s.sequence);
+  const int root = static_cast<int16_t>(s.op & 0xFFFF);
+  if (root >= 0) text += " (root " + std::to_string(root) + ")";
+  return text;
+}
+
+// check_stamps compares what local rank `who` (-1: every one) runs in
+// `half` with this rank's `mine`, after waiting for their arrival there.
+Status check_stamps(shm::Arena& a, int who, int half, const shm::Arena::Stamp& mine,
+                    const std::string& what) {
+  for (int q = 0; q < a.local_size(); ++q) {
+    if ((who >= 0 && q != who) || q == a.local_index()) continue;
+    const shm::Arena::Stamp theirs = a.stamp_of(q, half);
+    if (theirs.sequence == mine.sequence && theirs.op == mine.op && theirs.bytes == mine.bytes) continue;
+    const std::string peer = "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]);
+    if (theirs.sequence != mine.sequence || theirs.op != mine.op) {
+      return Status(StatusCode::kDesync,
+                    peer + " is in " + describe(theirs) + " while this rank is in " + what +
+                        ": the ranks called different collectives (or in another order)");
+    }
+    if (theirs.bytes != mine.bytes) {
+      return Status(StatusCode::kDesync, peer + " called " + describe(theirs) + " with " +
+                                             std::to_string(theirs.bytes) + " bytes but this rank with " +
+                                             std::to_string(mine.bytes) + " in " + what +
+                                             ": sizes differ between ranks");
+    }
+  }
+  return Status::ok_status();
 }
 
 // Up to this many bytes, all_reduce takes one step: every rank reduces the
@@ -48,19 +86,24 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp:
   const size_t es = dtype_size(buf.dtype);
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t chunk = std::max<size_t>(1, a.slot_bytes() / es);
-  for (size_t off = 0; off < buf.count; off += chunk) {
+  const auto mine = op_stamp(c, root < 0 ? Collective::kAllReduce : Collective::kReduce, root, buf.bytes());
+  // At least one chunk, so that ranks that disagree about an empty buffer
+  // still meet and find out.
+  for (size_t off = 0; off == 0 || off < buf.count; off += chunk) {
     const size_t n = std::min(chunk, buf.count - off);
     int half;
     Status st = next_half(c, a, true, &half);
     if (!st.ok()) return st;
+    if (off == 0) a.stamp(half, mine);
     std::memcpy(a.slot(me, half), data + off * es, n * es);
     st = arrive_and_wait_all(c, a);
+    if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
     if (!st.ok()) return st;
     size_t lo, len;
     block_range(n, p, me, &lo, &len);
-    uint8_t* mine = a.slot(me, half) + lo * es;
+    uint8_t* own = a.slot(me, half) + lo * es;
     for (int q = 0; q < p; ++q) {
-      if (q != me && len) reduce_into(buf.dtype, op, mine, a.slot(q, half) + lo * es, len);
+      if (q != me && len) reduce_into(buf.dtype, op, own, a.slot(q, half) + lo * es, len);
     }
     st = arrive_and_wait_all(c, a);
     if (!st.ok()) return st;
@@ -79,14 +122,16 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp:
 
 Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op) {
   const size_t bytes = buf.bytes();
-  if (bytes == 0) return Status::ok_status();
   if (bytes > kOneStepBytes || bytes > a.slot_bytes()) return reduce_chunks(c, a, buf, op, -1);
   const int p = a.local_size(), me = a.local_index();
+  const auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);
   int half;
   Status st = next_half(c, a, true, &half);
   if (!st.ok()) return st;
-  std::memcpy(a.slot(me, half), buf.data, bytes);
+  a.stamp(half, mine);
+  if (bytes) std::memcpy(a.slot(me, half), buf.data, bytes);
   st = arrive_and_wait_all(c, a);
+  if (st.ok()) st = check_stamps(a, -1, half, mine, c.what);
   if (!st.ok()) return st;
   std::memcpy(buf.data, a.slot(0, half), bytes);
   for (int q = 1; q < p; ++q) reduce_into(buf.dtype, op, buf.data, a.slot(q, half), buf.count);
@@ -102,15 +147,19 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
   const int me = a.local_index();
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
-  for (size_t off = 0; off < bytes; off += a.slot_bytes()) {
+  const auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
+  for (size_t off = 0; off == 0 || off < bytes; off += a.slot_bytes()) {
     const size_t n = std::min(a.slot_bytes(), bytes - off);
     int half;
     Status st = next_half(c, a, me == root, &half);
     if (!st.ok()) return st;
     if (me == root) {
+      // Only the root stamps: it alone writes, and only it is read.
+      if (off == 0) a.stamp(half, mine);
       std::memcpy(a.slot(root, half), data + off, n);
     } else {
       st = wait_until(c, a, root, a.arrivals() + 1);
+      if (st.ok() && off == 0) st = check_stamps(a, root, half, mine, c.what);
       if (!st.ok()) return st;
       std::memcpy(data + off, a.slot(root, half), n);
     }
@@ -126,13 +175,16 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
   size_t most = 0;
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
   const auto* in = static_cast<const uint8_t*>(input.data);
-  for (size_t off = 0; off < most; off += a.slot_bytes()) {
+  const auto mine = op_stamp(c, Collective::kAllGather, -1, most);
+  for (size_t off = 0; off == 0 || off < most; off += a.slot_bytes()) {
     auto part = [&](size_t total) { return off >= total ? 0 : std::min(a.slot_bytes(), total - off); };
     int half;
     Status st = next_half(c, a, true, &half);
     if (!st.ok()) return st;
+    if (off == 0) a.stamp(half, mine);
     if (part(input.bytes())) std::memcpy(a.slot(me, half), in + off, part(input.bytes()));
     st = arrive_and_wait_all(c, a);
+    if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
     if (!st.ok()) return st;
     for (int q = 0; q < p; ++q) {
       const Buffer& o = outputs[static_cast<size_t>(q)];
@@ -152,11 +204,13 @@ Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
   for (const Buffer& b : inputs) most = std::max(most, b.count);
   // Each chunk carries `per_block` elements of every destination's block.
   const size_t per_block = std::max<size_t>(1, a.slot_bytes() / (static_cast<size_t>(p) * es));
-  for (size_t e0 = 0; e0 < most; e0 += per_block) {
+  const auto mine = op_stamp(c, Collective::kReduceScatter, -1, most * es);
+  for (size_t e0 = 0; e0 == 0 || e0 < most; e0 += per_block) {
     auto part = [&](size_t count) { return e0 >= count ? 0 : std::min(per_block, count - e0); };
     int half;
     Status st = next_half(c, a, true, &half);
     if (!st.ok()) return st;
+    if (e0 == 0) a.stamp(half, mine);
     for (int d = 0; d < p; ++d) {
       const Buffer& in = inputs[static_cast<size_t>(d)];
       const size_t n = part(in.count);
@@ -166,6 +220,7 @@ Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
       }
     }
     st = arrive_and_wait_all(c, a);
+    if (st.ok() && e0 == 0) st = check_stamps(a, -1, half, mine, c.what);
     if (!st.ok()) return st;
     const size_t n = part(output.count);
     if (n) {
@@ -180,7 +235,15 @@ Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
 }
 
 Status shm_barrier(AlgoContext& c, shm::Arena& a) {
-  return arrive_and_wait_all(c, a);
+  const auto mine = op_stamp(c, Collective::kBarrier, -1, 0);
+  int half;
+  Status st = next_half(c, a, true, &half);
+  if (!st.ok()) return st;
+  a.stamp(half, mine);
+  st = arrive_and_wait_all(c, a);
+  if (st.ok()) st = check_stamps(a, -1, half, mine, c.what);
+  release(a, half, a.arrivals() + 1);
+  return st;
 }
 
 }  // namespace cohort

@@ -24,8 +24,8 @@ namespace cohort {
 struct OpContext {
   uint64_t sequence;
   Deadline deadline;
-  const std::string* what;                         // points into `description`
-  std::shared_ptr<const std::string> description;  // keep it while the op may run
+  const std::string* what;  // the Work's description, kept alive by `description`
+  std::shared_ptr<const void> description;
 };
 
 class Backend {

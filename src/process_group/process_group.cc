@@ -90,7 +90,8 @@ void ProcessGroup::worker_loop() {
   }
 }
 
-void ProcessGroup::run_task(Work& work, const Task& task) {
+template <class Run>
+void ProcessGroup::run_task(Work& work, const Run& task) {
   if (broken_) return work.complete(broken_);
   try {
     task();
@@ -107,7 +108,8 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
   // The deadline counts from the call, not from when the worker gets to it.
   const Deadline deadline = Deadline::after(timeout);
   std::shared_ptr<Work> work;
-  Task inline_task;
+  OpContext context{0, deadline, nullptr, nullptr};
+  bool run_here = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw InvalidArgument(op + ": group " + name_ + " is being destroyed");
@@ -116,21 +118,22 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
     // alike on every rank (their messages carry the number); point-to-point
     // calls need not match up, so they count apart.
     const uint64_t seq = is_collective ? ++sequence_ : ++p2p_sequence_;
-    auto what = std::make_shared<std::string>(op + (is_collective ? " #" : " (p2p #") + std::to_string(seq) +
-                                              (is_collective ? "" : ")") + " of group " + name_);
-    work = std::make_shared<Work>(*what);
-    OpContext context{seq, deadline, what.get(), what};
-    Task task = [work, context, run = std::move(run)] { run(*work, context); };
+    std::string text;
+    text.reserve(op.size() + name_.size() + 40);
+    text.append(op).append(is_collective ? " #" : " (p2p #").append(std::to_string(seq));
+    text.append(is_collective ? "" : ")").append(" of group ").append(name_);
+    work = std::make_shared<Work>(std::move(text));
+    context = OpContext{seq, deadline, &work->description(), work};
     if (!options.async_op && queue_.empty() && !driving_) {
       // Idle group, blocking call: run it here, in order by construction.
       driving_ = true;
-      inline_task = std::move(task);
+      run_here = true;
     } else {
-      queue_.emplace_back(work, std::move(task));
+      queue_.emplace_back(work, [work, context, run = std::move(run)] { run(*work, context); });
     }
   }
-  if (inline_task) {
-    run_task(*work, inline_task);
+  if (run_here) {
+    run_task(*work, [&] { run(*work, context); });
     bool queued;
     {
       std::lock_guard<std::mutex> lock(mu_);

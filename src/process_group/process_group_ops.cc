@@ -322,12 +322,11 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
       op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), o,
       [this, buffer, dst, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
-        backend_->post_send(buffer, dst, o.tag, c,
-                            [this, keep, owner = c.description](const Status& st, int) {
-                              std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
-                              if (error) mark_broken(error, *owner);
-                              keep->complete(error);
-                            });
+        backend_->post_send(buffer, dst, o.tag, c, [this, keep](const Status& st, int) {
+          std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+          if (error) mark_broken(error, keep->description());
+          keep->complete(error);
+        });
       },
       false);
 }
@@ -345,12 +344,11 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
       op + " from " + from + " tag " + std::to_string(o.tag), o,
       [this, buffer, src, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
-        backend_->post_recv(buffer, src, o.tag, c,
-                            [this, keep, owner = c.description](const Status& st, int source) {
-                              std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
-                              if (error) mark_broken(error, *owner);
-                              keep->complete(error, source);
-                            });
+        backend_->post_recv(buffer, src, o.tag, c, [this, keep](const Status& st, int source) {
+          std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+          if (error) mark_broken(error, keep->description());
+          keep->complete(error, source);
+        });
       },
       false);
 }

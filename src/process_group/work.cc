@@ -5,8 +5,7 @@
 
 namespace cohort {
 
-Work::Work(std::string description)
-    : description_(std::move(description)), future_(promise_.get_future().share()) {}
+Work::Work(std::string description) : description_(std::move(description)) {}
 
 Work::~Work() = default;
 
@@ -56,6 +55,18 @@ void Work::then(std::function<void(Work&)> callback) {
 }
 
 std::shared_future<void> Work::get_future() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!promise_) {
+    promise_ = std::make_unique<std::promise<void>>();
+    future_ = promise_->get_future().share();
+    if (completed_) {
+      if (error_) {
+        promise_->set_exception(error_);
+      } else {
+        promise_->set_value();
+      }
+    }
+  }
   return future_;
 }
 
@@ -68,11 +79,15 @@ void Work::complete(std::exception_ptr error, int source_rank) {
     error_ = error;
     source_rank_ = source_rank;
     callbacks.swap(callbacks_);
-  }
-  if (error) {
-    promise_.set_exception(error);
-  } else {
-    promise_.set_value();
+    // A future asked for before completion is set here, exactly once (a
+    // later get_future() sets its own at once).
+    if (promise_) {
+      if (error) {
+        promise_->set_exception(error);
+      } else {
+        promise_->set_value();
+      }
+    }
   }
   done_cv_.notify_all();
   for (auto& cb : callbacks) {

@@ -32,10 +32,16 @@ struct ArenaHeader {
 
 struct RankControl {
   alignas(64) std::atomic<uint64_t> arrivals;
+  // What this rank runs in the chunk that uses each slot half, on a line of
+  // its own: writing it next to `arrivals` would fight the peers spinning
+  // on that line.
+  alignas(64) std::atomic<uint64_t> stamp_sequence[2];
+  std::atomic<uint64_t> stamp_bytes[2];
+  std::atomic<uint32_t> stamp_op[2];
   alignas(64) std::atomic<uint32_t> sleeping;
   std::atomic<int32_t> pid;
 };
-static_assert(sizeof(RankControl) == 128, "two cache lines per rank");
+static_assert(sizeof(RankControl) == 192, "three cache lines per rank");
 
 namespace {
 
@@ -190,6 +196,20 @@ std::atomic<uint32_t>& Arena::sleeping(int local) const {
 
 uint8_t* Arena::slot(int local, int half) const {
   return base_ + slots_at_ + (static_cast<size_t>(local) * 2 + static_cast<size_t>(half)) * slot_bytes_;
+}
+
+void Arena::stamp(int half, const Stamp& stamp) {
+  RankControl& c = control(me_);
+  c.stamp_sequence[half].store(stamp.sequence, std::memory_order_relaxed);
+  c.stamp_bytes[half].store(stamp.bytes, std::memory_order_relaxed);
+  c.stamp_op[half].store(stamp.op, std::memory_order_relaxed);
+}
+
+Arena::Stamp Arena::stamp_of(int local, int half) const {
+  const RankControl& c = control(local);
+  return Stamp{c.stamp_sequence[half].load(std::memory_order_relaxed),
+               c.stamp_bytes[half].load(std::memory_order_relaxed),
+               c.stamp_op[half].load(std::memory_order_relaxed)};
 }
 
 void Arena::arrive() {

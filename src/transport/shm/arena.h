@@ -60,6 +60,17 @@ class Arena {
   // error returned (a dead peer). Fails with kTimeout at `deadline`.
   Status wait_for(int local, uint64_t target, Deadline deadline, const std::function<Status()>& health,
                   const std::string& what);
+  // A Stamp says which operation a rank runs in the chunk that uses a slot
+  // half, so that ranks that called different collectives (or sizes) are
+  // told so instead of mixing up data. stamp() is written before the
+  // rank's arrival in that chunk and read by the others after it.
+  struct Stamp {
+    uint64_t sequence;
+    uint64_t bytes;
+    uint32_t op;
+  };
+  void stamp(int half, const Stamp& stamp);
+  Stamp stamp_of(int local, int half) const;
   // slot returns local rank `local`'s slot `half` (0 or 1), slot_bytes long.
   uint8_t* slot(int local, int half) const;
   size_t slot_bytes() const { return slot_bytes_; }
