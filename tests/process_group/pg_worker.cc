@@ -9,6 +9,11 @@
 //              NetworkError naming it
 //   silent     rank VICTIM stops answering; the others must get TimeoutError
 //              naming the operation, group and sequence number
+//   loop       every rank runs all_reduce after all_reduce until one fails;
+//              the test kills a rank meanwhile, and the others must get
+//              NetworkError (not their 60 s timeout)
+//   stale      makes a shared-memory segment and dies without removing it,
+//              as a crashed run would (no init, no rank)
 // Prints "rank R ok: ..." and exits 0 when the rank saw what it should.
 #include <signal.h>
 #include <unistd.h>
@@ -20,6 +25,7 @@
 
 #include "cohort/distributed.h"
 #include "cohort/errors.h"
+#include "common/shm_segment.h"
 
 using namespace cohort;
 
@@ -27,6 +33,13 @@ int main(int argc, char** argv) {
   if (argc < 3) return 2;
   const std::string mode = argv[1];
   const int victim = argc > 3 ? std::atoi(argv[3]) : -1;
+  if (mode == "stale") {
+    auto segment = ShmSegment::create(1 << 20);
+    if (!segment.ok()) return 1;
+    std::printf("%s\n", segment.value().name().c_str());
+    std::fflush(stdout);
+    _exit(0);  // no unlink: the name stays in /dev/shm
+  }
   InitOptions init;
   init.init_method = argv[2];
   init.timeout = std::chrono::seconds(60);
@@ -60,6 +73,17 @@ int main(int argc, char** argv) {
       destroy_process_group();
       std::printf("rank %d ok: sum %lld\n", rank, static_cast<long long>(v[999]));
       return 0;
+    }
+    if (mode == "loop") {
+      std::printf("rank %d ready\n", rank);
+      std::fflush(stdout);
+      std::vector<float> v(1 << 18, 1.0f);
+      try {
+        for (;;) all_reduce(Buffer::of(v));
+      } catch (const NetworkError& e) {
+        std::printf("rank %d ok: NetworkError: %s\n", rank, e.what());
+        return 0;
+      }
     }
     if (rank == victim) {
       if (mode == "die") _exit(7);

@@ -1,7 +1,12 @@
 // Ranks as real processes: every init method, a killed peer, a silent peer.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
+#include "common/shm_segment.h"
 #include "common/socket.h"
 #include "support/subprocess.h"
 
@@ -38,6 +43,17 @@ Job launch(int world, const std::string& mode, const std::string& init, int vict
   return job;
 }
 
+// segments_of lists the shared-memory names in /dev/shm made by `job`.
+std::vector<std::string> segments_of(const Job& job) {
+  std::vector<std::string> left;
+  for (const std::string& name : live_segment_names()) {
+    for (const auto& rank : job.ranks) {
+      if (name.find("." + std::to_string(rank->pid()) + ".") != std::string::npos) left.push_back(name);
+    }
+  }
+  return left;
+}
+
 void expect_all_ok(const Job& job) {
   for (size_t i = 0; i < job.codes.size(); ++i) {
     EXPECT_EQ(job.codes[i], 0) << job.output[i];
@@ -66,6 +82,52 @@ TEST(ProcessGroupProcesses, KilledPeerIsANetworkErrorOnEverySurvivorNamingIt) {
     EXPECT_NE(out.find("NetworkError"), std::string::npos) << out;
     EXPECT_NE(out.find("rank 2"), std::string::npos) << "the message names the dead rank: " << out;
   }
+}
+
+TEST(ProcessGroupProcesses, NoSegmentIsLeftInDevShmAfterANormalRun) {
+  Job job = launch(4, "allreduce", "env://");
+  expect_all_ok(job);
+  EXPECT_TRUE(segments_of(job).empty()) << segments_of(job).front();
+}
+
+TEST(ProcessGroupProcesses, RankKilledMidOperationFailsEverySurvivorWithNetworkError) {
+  // Ranks on one host: the all_reduces run straight through shared memory,
+  // where nothing but the dead rank's socket says it is gone.
+  Job job;
+  const int world = 3, victim = 1;
+  uint16_t port = free_port();
+  for (int r = 0; r < world; ++r) {
+    job.ranks.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{binary_path("tests/pg_worker"), "loop", "env://"},
+        std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
+                                 "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)}));
+  }
+  // Let them run collectives for a while, then kill one in the middle.
+  EXPECT_NE(job.ranks[victim]->read_line(seconds(60)).find("ready"), std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  job.ranks[victim]->signal(SIGKILL);
+  job.ranks[victim]->wait();
+  for (int r = 0; r < world; ++r) {
+    if (r == victim) continue;
+    const std::string out = job.ranks[r]->read_all(seconds(60));
+    EXPECT_EQ(job.ranks[r]->wait(), 0) << out;
+    EXPECT_NE(out.find("ok: NetworkError"), std::string::npos) << out;
+    EXPECT_NE(out.find("rank 1"), std::string::npos) << "the message names the dead rank: " << out;
+  }
+  EXPECT_TRUE(segments_of(job).empty()) << segments_of(job).front();
+}
+
+TEST(ProcessGroupProcesses, ASegmentLeftByACrashedRunIsRemovedByTheNextRun) {
+  Subprocess crashed({binary_path("tests/pg_worker"), "stale", "-"}, {});
+  std::string name = crashed.read_all(seconds(30));
+  ASSERT_EQ(crashed.wait(), 0);
+  name = name.substr(1, name.find('\n') - 1);  // without the leading '/'
+  auto names = live_segment_names();
+  ASSERT_NE(std::find(names.begin(), names.end(), name), names.end()) << name << " should be left behind";
+  Job job = launch(2, "allreduce", "env://");
+  expect_all_ok(job);
+  names = live_segment_names();
+  EXPECT_EQ(std::find(names.begin(), names.end(), name), names.end()) << name << " is still in /dev/shm";
 }
 
 TEST(ProcessGroupProcesses, SilentPeerIsATimeoutNamingOpGroupAndSequence) {
