@@ -51,7 +51,7 @@ struct Args {
   std::fprintf(
       stderr,
       "cohort-bench: %s\nusage: cohort-bench "
-      "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all "
+      "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier "
       "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
       "[--spawn N]\n",
       why.c_str());
@@ -169,9 +169,11 @@ int main(int argc, char** argv) {
   if (a.spawn > 0) return spawn(a.spawn, argv);
   const std::string& c = a.collective;
   if (c != "all_reduce" && c != "all_gather" && c != "reduce_scatter" && c != "broadcast" && c != "reduce" &&
-      c != "all_to_all") {
+      c != "all_to_all" && c != "barrier") {
     usage("unknown collective '" + c + "'");
   }
+  // A barrier moves no data: one row, of size 0.
+  const bool barrier = c == "barrier";
   try {
     init_process_group();
     auto g = default_group();
@@ -192,7 +194,7 @@ int main(int argc, char** argv) {
              std::max(bytes + es, static_cast<size_t>(std::llround(static_cast<double>(bytes) * a.factor)))) {
       // count: elements of the per-rank input (nccl-tests' convention: the
       // size is the largest buffer; for all_gather the output).
-      size_t count = bytes / es;
+      size_t count = barrier ? 0 : bytes / es;
       if (c == "all_gather" || c == "reduce_scatter" || c == "all_to_all")
         count = std::max<size_t>(1, count / n) * n;
       std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
@@ -218,6 +220,8 @@ int main(int argc, char** argv) {
           o.op = a.op;
           g->reduce_scatter_tensor(Buffer{out.data(), count / n, a.dtype, {}},
                                    Buffer{in.data(), count, a.dtype, {}}, o);
+        } else if (barrier) {
+          g->barrier();
         } else {
           g->all_to_all_single(Buffer{out.data(), count, a.dtype, {}}, Buffer{in.data(), count, a.dtype, {}});
         }
@@ -237,7 +241,7 @@ int main(int argc, char** argv) {
       g->all_reduce(Buffer::of(&us, 1), max);
       // Check one more run from fresh inputs against the expected result.
       int64_t wrong = 0;
-      if (a.check && a.op.kind == ReduceOp::SUM) {
+      if (a.check && a.op.kind == ReduceOp::SUM && !barrier) {
         refill();
         run();
         for (size_t i = 0; i < count; ++i) {
@@ -270,6 +274,7 @@ int main(int argc, char** argv) {
       double busbw = algbw * bus_factor(c, n);
       busbw_sum += busbw;
       ++sizes;
+      if (barrier) a.max_bytes = 0;  // ends the sweep after this row
       if (rank == 0) {
         std::string op_name =
             (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? reduce_op_name(a.op) : "none";
