@@ -118,10 +118,73 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp:
   return Status::ok_status();
 }
 
+// Single copy (Arena::single_copy_from): each rank reads the others'
+// buffers in place with process_vm_readv, through a scratch chunk small
+// enough to stay in cache, so data crosses memory once instead of being
+// copied into a slot and out again.
+constexpr size_t kReadChunkBytes = 256 * 1024;
+
+// begin_single_copy stamps this rank's op and buffer address, waits until
+// every rank has (so their buffers are ready to read), and checks that all
+// run the same op.
+Status begin_single_copy(AlgoContext& c, shm::Arena& a, shm::Arena::Stamp mine, const void* buffer,
+                         int* half) {
+  mine.address = reinterpret_cast<uint64_t>(buffer);
+  Status st = next_half(c, a, true, half);
+  if (!st.ok()) return st;
+  a.stamp(*half, mine);
+  st = arrive_and_wait_all(c, a);
+  if (st.ok()) st = check_stamps(a, -1, *half, mine, c.what);
+  return st;
+}
+
+// end_single_copy keeps every rank in the op until all have finished
+// reading its buffer, which the caller may change as soon as it returns.
+Status end_single_copy(AlgoContext& c, shm::Arena& a, int half) {
+  Status st = arrive_and_wait_all(c, a);
+  release(a, half, a.arrivals());
+  return st;
+}
+
+Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op) {
+  const int p = a.local_size(), me = a.local_index();
+  const size_t es = dtype_size(buf.dtype);
+  auto* data = static_cast<uint8_t*>(buf.data);
+  int half;
+  Status st = begin_single_copy(c, a, op_stamp(c, Collective::kAllReduce, -1, buf.bytes()), buf.data, &half);
+  if (!st.ok()) return st;
+  // Reduce this rank's block of everyone's buffer into its own buffer.
+  size_t lo, len;
+  block_range(buf.count, p, me, &lo, &len);
+  const size_t chunk = std::max<size_t>(1, kReadChunkBytes / es);
+  uint8_t* scratch = c.scratch_bytes(chunk * es);
+  for (size_t e = 0; e < len; e += chunk) {
+    const size_t n = std::min(chunk, len - e);
+    for (int q = 0; q < p; ++q) {
+      if (q == me) continue;
+      st = a.read_from(q, scratch, a.stamp_of(q, half).address + (lo + e) * es, n * es);
+      if (!st.ok()) return st;
+      reduce_into(buf.dtype, op, data + (lo + e) * es, scratch, n);
+    }
+  }
+  st = arrive_and_wait_all(c, a);
+  if (!st.ok()) return st;
+  // Every block is reduced in its owner's buffer: copy the others' in.
+  for (int q = 0; q < p; ++q) {
+    if (q == me) continue;
+    block_range(buf.count, p, q, &lo, &len);
+    st = a.read_from(q, data + lo * es, a.stamp_of(q, half).address + lo * es, len * es);
+    if (!st.ok()) return st;
+  }
+  return end_single_copy(c, a, half);
+}
+
 }  // namespace
 
 Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op) {
   const size_t bytes = buf.bytes();
+  if (bytes >= a.single_copy_from() && buf.count >= static_cast<size_t>(a.local_size()))
+    return all_reduce_single_copy(c, a, buf, op);
   if (bytes > kOneStepBytes || bytes > a.slot_bytes()) return reduce_chunks(c, a, buf, op, -1);
   const int p = a.local_size(), me = a.local_index();
   const auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);
@@ -147,7 +210,27 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
   const int me = a.local_index();
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
-  const auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
+  auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
+  if (bytes >= a.single_copy_from()) {
+    // The others read the root's buffer in place; the root waits until
+    // all have, since its caller may change the buffer once it returns.
+    int half;
+    Status st = next_half(c, a, me == root, &half);
+    if (!st.ok()) return st;
+    if (me == root) {
+      mine.address = reinterpret_cast<uint64_t>(buf.data);
+      a.stamp(half, mine);
+      a.arrive();
+      st = wait_until(c, a, -1, a.arrivals());
+    } else {
+      st = wait_until(c, a, root, a.arrivals() + 1);
+      if (st.ok()) st = check_stamps(a, root, half, mine, c.what);
+      if (st.ok()) st = a.read_from(root, buf.data, a.stamp_of(root, half).address, bytes);
+      a.arrive();
+    }
+    release(a, half, a.arrivals());
+    return st;
+  }
   for (size_t off = 0; off == 0 || off < bytes; off += a.slot_bytes()) {
     const size_t n = std::min(a.slot_bytes(), bytes - off);
     int half;
@@ -176,6 +259,21 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
   const auto* in = static_cast<const uint8_t*>(input.data);
   const auto mine = op_stamp(c, Collective::kAllGather, -1, most);
+  if (most >= a.single_copy_from()) {
+    int half;
+    Status st = begin_single_copy(c, a, mine, input.data, &half);
+    if (!st.ok()) return st;
+    for (int q = 0; q < p && st.ok(); ++q) {
+      const Buffer& o = outputs[static_cast<size_t>(q)];
+      if (q != me) {
+        st = a.read_from(q, o.data, a.stamp_of(q, half).address, o.bytes());
+      } else if (o.data != input.data && o.bytes()) {
+        std::memcpy(o.data, input.data, o.bytes());
+      }
+    }
+    if (!st.ok()) return st;
+    return end_single_copy(c, a, half);
+  }
   for (size_t off = 0; off == 0 || off < most; off += a.slot_bytes()) {
     auto part = [&](size_t total) { return off >= total ? 0 : std::min(a.slot_bytes(), total - off); };
     int half;

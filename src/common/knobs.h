@@ -129,6 +129,12 @@ inline constexpr KnobSpec kShmSlotBytes{
     "Bytes of each of a rank's two shared-memory slots, through which the direct shared-memory "
     "algorithms move data in chunks of this size."};
 
+inline constexpr KnobSpec kShmSingleCopyBytes{
+    "COHORT_SHM_SINGLE_COPY_BYTES", KnobType::kInt, "262144",
+    "From this many bytes, collectives among ranks of one host read each other's buffers directly "
+    "(process_vm_readv: one copy instead of two through shared memory), where the system allows "
+    "it. 0 disables."};
+
 inline constexpr KnobSpec kShmSpinUs{
     "COHORT_SHM_SPIN_US", KnobType::kInt, "200",
     "Microseconds a rank waiting on shared memory spins (then yields) before it sleeps on a futex; "
@@ -156,6 +162,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kShmRingBytes,
     &kShmSlotBytes,
     &kShmSpinUs,
+    &kShmSingleCopyBytes,
 };
 
 }  // namespace knobs

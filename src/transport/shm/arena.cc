@@ -5,11 +5,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
+#include <cstring>
 #include <thread>
 
 #include "cohort/errors.h"
@@ -38,8 +40,10 @@ struct RankControl {
   alignas(64) std::atomic<uint64_t> stamp_sequence[2];
   std::atomic<uint64_t> stamp_bytes[2];
   std::atomic<uint32_t> stamp_op[2];
+  std::atomic<uint64_t> stamp_address[2];
   alignas(64) std::atomic<uint32_t> sleeping;
   std::atomic<int32_t> pid;
+  std::atomic<uint64_t> probe_address;  // of a word process_vm_readv may read
 };
 static_assert(sizeof(RankControl) == 192, "three cache lines per rank");
 
@@ -139,6 +143,16 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
       // The last rank to map it removes the name: nothing is left in
       // /dev/shm even if the job is killed a moment later.
       if (store.add(key_of("mapped", leader), 1) == static_cast<int64_t>(l)) a->segment_.unlink();
+      a->base_ = static_cast<uint8_t*>(a->segment_.data());
+      a->header_ = reinterpret_cast<ArenaHeader*>(a->base_);
+      if (a->header_->magic.load(std::memory_order_acquire) != kArenaMagic) {
+        made = Status(StatusCode::kBackendError,
+                      "shared-memory segment " + a->segment_.name() + " is not initialised");
+      } else {
+        RankControl& mine = a->control(a->me_);
+        mine.pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
+        mine.probe_address.store(reinterpret_cast<uint64_t>(&a->probe_word_), std::memory_order_relaxed);
+      }
     }
     // Everyone on the host learns whether everyone succeeded.
     store.set(key_of("ok", leader) + "/" + std::to_string(rank), to_bytes(made.ok() ? "1" : made.message()));
@@ -153,6 +167,7 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
                       "rank " + std::to_string(local_ranks[i]) + " could not map the segment: " + s);
       }
     }
+    if (made.ok()) a->probe_single_copy(store, key_of("single-copy", leader), remaining());
   } catch (const TimeoutError& e) {
     return timeout_error(std::string("setting up shared memory: ") + e.what());
   } catch (const Error& e) {
@@ -162,14 +177,55 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
     a->segment_.unlink();
     return made;
   }
-  a->base_ = static_cast<uint8_t*>(a->segment_.data());
-  a->header_ = reinterpret_cast<ArenaHeader*>(a->base_);
-  if (a->header_->magic.load(std::memory_order_acquire) != kArenaMagic) {
-    return Status(StatusCode::kBackendError,
-                  "shared-memory segment " + a->segment_.name() + " is not initialised");
-  }
-  a->control(a->me_).pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
   return a;
+}
+
+void Arena::probe_single_copy(Store& store, const std::string& key, std::chrono::milliseconds timeout) {
+  // Every rank tries to read a word from every other one; single copy is
+  // used only if all of them could (seccomp or Yama may forbid it).
+  const int64_t from = config_int(knobs::kShmSingleCopyBytes);
+  single_copy_from_ = from > 0 ? static_cast<size_t>(from) : SIZE_MAX;
+  bool can = from > 0;
+  for (int q = 0; q < local_size() && can; ++q) {
+    if (q == me_) continue;
+    uint64_t word = 0;
+    Status st = read_from(q, &word, control(q).probe_address.load(std::memory_order_relaxed), sizeof word);
+    if (!st.ok() || word != kArenaMagic) {
+      COHORT_LOG(kInfo) << "rank " << local_ranks_[static_cast<size_t>(me_)]
+                        << ": no single-copy reads from the other ranks of this host ("
+                        << (st.ok() ? "wrong data" : st.message()) << "); shared-memory slots only";
+      can = false;
+    }
+  }
+  store.set(key + "/" + std::to_string(local_ranks_[static_cast<size_t>(me_)]), to_bytes(can ? "1" : "0"));
+  std::vector<std::string> keys;
+  for (int q : local_ranks_) keys.push_back(key + "/" + std::to_string(q));
+  store.wait(keys, timeout);
+  single_copy_ = true;
+  for (const Bytes& b : store.multi_get(keys)) single_copy_ = single_copy_ && to_string(b) == "1";
+}
+
+Status Arena::read_from(int local, void* into, uint64_t address, size_t bytes) const {
+  const pid_t pid = control(local).pid.load(std::memory_order_relaxed);
+  auto* out = static_cast<uint8_t*>(into);
+  while (bytes > 0) {
+    iovec mine{out, bytes};
+    iovec theirs{reinterpret_cast<void*>(address), bytes};
+    ssize_t got = ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+    if (got <= 0) {
+      if (got < 0 && errno == EINTR) continue;
+      const int err = got < 0 ? errno : EFAULT;
+      return Status(err == ESRCH ? StatusCode::kNetworkError : StatusCode::kBackendError,
+                    "reading " + std::to_string(bytes) + " bytes from rank " +
+                        std::to_string(local_ranks_[static_cast<size_t>(local)]) + " (process " +
+                        std::to_string(pid) + ") failed: " + std::strerror(err) +
+                        (err == ESRCH ? " (the process is gone)" : ""));
+    }
+    out += got;
+    address += static_cast<uint64_t>(got);
+    bytes -= static_cast<size_t>(got);
+  }
+  return Status::ok_status();
 }
 
 int Arena::local_index_of(int group_rank) const {
@@ -203,13 +259,15 @@ void Arena::stamp(int half, const Stamp& stamp) {
   c.stamp_sequence[half].store(stamp.sequence, std::memory_order_relaxed);
   c.stamp_bytes[half].store(stamp.bytes, std::memory_order_relaxed);
   c.stamp_op[half].store(stamp.op, std::memory_order_relaxed);
+  c.stamp_address[half].store(stamp.address, std::memory_order_relaxed);
 }
 
 Arena::Stamp Arena::stamp_of(int local, int half) const {
   const RankControl& c = control(local);
   return Stamp{c.stamp_sequence[half].load(std::memory_order_relaxed),
                c.stamp_bytes[half].load(std::memory_order_relaxed),
-               c.stamp_op[half].load(std::memory_order_relaxed)};
+               c.stamp_op[half].load(std::memory_order_relaxed),
+               c.stamp_address[half].load(std::memory_order_relaxed)};
 }
 
 void Arena::arrive() {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,12 +69,21 @@ class Arena {
     uint64_t sequence;
     uint64_t bytes;
     uint32_t op;
+    uint64_t address = 0;  // of the rank's buffer, for single-copy reads
   };
   void stamp(int half, const Stamp& stamp);
   Stamp stamp_of(int local, int half) const;
   // slot returns local rank `local`'s slot `half` (0 or 1), slot_bytes long.
   uint8_t* slot(int local, int half) const;
   size_t slot_bytes() const { return slot_bytes_; }
+
+  // Single copy: when every rank here may read the others' memory
+  // (process_vm_readv; seccomp or Yama may forbid it), large collectives
+  // read each other's buffers directly instead of copying through slots.
+  // single_copy_from is the size from which to do so (SIZE_MAX: never).
+  size_t single_copy_from() const { return single_copy_ ? single_copy_from_ : SIZE_MAX; }
+  // read_from copies `bytes` at `address` in local rank `local`'s process.
+  Status read_from(int local, void* into, uint64_t address, size_t bytes) const;
 
   // SlotClock is this rank's record of its two slots: which one the next
   // chunk uses, and for each how many arrivals every rank must have made
@@ -88,6 +98,7 @@ class Arena {
  private:
   Arena() = default;
   RankControl& control(int local) const;
+  void probe_single_copy(Store& store, const std::string& key, std::chrono::milliseconds timeout);
   uint64_t count_of(int local) const;
 
   ShmSegment segment_;
@@ -99,7 +110,10 @@ class Arena {
   uint8_t* base_ = nullptr;
   size_t controls_at_ = 0, ring_controls_at_ = 0, rings_at_ = 0, slots_at_ = 0;
   SlotClock clock_;
-  bool oversubscribed_ = false;  // more local ranks than cores: yield, do not spin
+  bool single_copy_ = false;
+  size_t single_copy_from_ = SIZE_MAX;
+  uint64_t probe_word_ = 0x31414d5348434f43ull;  // what peers read to test single copy
+  bool oversubscribed_ = false;                  // more local ranks than cores: yield, do not spin
   int64_t spin_us_ = 0;
 };
 
