@@ -5,7 +5,9 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/shm_direct.h"
+#include "common/logging.h"
 #include "reduce/reduce.h"
+#include "transport/shm/arena.h"
 
 namespace cohort {
 namespace {
@@ -21,13 +23,18 @@ ReduceOp::Kind algorithm_op(ReduceOp op) {
 NativeBackend::NativeBackend(std::unique_ptr<Transport> transport)
     : Backend("cohort"), transport_(std::move(transport)) {
   shm::Arena* arena = transport_->shared_arena();
+  int hosts = 0;
+  for (int q = 0; q < transport_->size(); ++q) hosts += transport_->host_of(q) == q ? 1 : 0;
   if (arena && arena->local_size() == transport_->size()) {
     topology_ = Topology::kOneHost;
-  } else {
-    for (int q = 0; q < transport_->size(); ++q) {
-      if (transport_->host_of(q) != q) topology_ = Topology::kHosts;
-    }
+  } else if (hosts < transport_->size()) {
+    topology_ = Topology::kHosts;
   }
+  const char* how[] = {"no shared memory", "one host, shared memory", "shared memory within hosts"};
+  COHORT_LOG(kDebug) << "rank " << transport_->rank() << ": " << hosts << " hosts, "
+                     << how[static_cast<int>(topology_)] << "; all_reduce is "
+                     << (topology_ == Topology::kHosts ? "hierarchical" : "flat")
+                     << (arena && arena->single_copy_from() != SIZE_MAX ? "; single-copy reads allowed" : "");
 }
 
 Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes) const {

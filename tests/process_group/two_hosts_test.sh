@@ -2,7 +2,9 @@
 # Two "hosts" as network namespaces joined by a veth pair: four ranks (two
 # per host) join through env:// with MASTER_ADDR on host A, all_reduce, form
 # a subgroup, and every rank must have published its veth address, never
-# loopback. Needs root and iproute2; prints a reason and exits 0 when the
+# loopback. The two ranks of a host start from one `ip netns exec` (one
+# mount namespace, as on a real host), so they talk through shared memory,
+# to the other host over TCP, and all_reduce runs hierarchically. Needs root and iproute2; prints a reason and exits 0 when the
 # machine cannot make namespaces (ctest reports it as skipped).
 set -uo pipefail
 worker="$1"
@@ -30,24 +32,33 @@ ip -n "$b" link set "${tag}y" up
 master="10.77.$(($$ % 200)).1"
 port=29611
 pids=()
-for rank in 0 1 2 3; do
-  ns="$a"; [ "$rank" -ge 2 ] && ns="$b"
-  ip netns exec "$ns" env RANK=$rank WORLD_SIZE=4 MASTER_ADDR="$master" MASTER_PORT=$port COHORT_LOG_LEVEL=info \
-    "$worker" allreduce env:// >"$logs/out.$rank" 2>"$logs/err.$rank" &
+for host in 0 1; do
+  ns="$a"; [ "$host" -eq 1 ] && ns="$b"
+  ip netns exec "$ns" bash -c '
+    for rank in '"$((2 * host)) $((2 * host + 1))"'; do
+      env RANK=$rank WORLD_SIZE=4 MASTER_ADDR='"$master"' MASTER_PORT='"$port"' COHORT_LOG_LEVEL=debug \
+        '"$worker"' allreduce env:// >'"$logs"'/out.$rank 2>'"$logs"'/err.$rank &
+    done
+    wait' &
   pids+=($!)
 done
 status=0
-for i in 0 1 2 3; do
-  if ! wait "${pids[$i]}"; then
-    echo "rank $i failed:"; cat "$logs/out.$i" "$logs/err.$i"; status=1
-  fi
-done
+for pid in "${pids[@]}"; do wait "$pid"; done
 for rank in 0 1 2 3; do
   grep -q " ok" "$logs/out.$rank" || { echo "rank $rank did not finish:"; cat "$logs/err.$rank"; status=1; }
   if ! grep -q "group default: rank $rank of 4 connected from 10.77." "$logs/err.$rank"; then
     echo "rank $rank did not publish its veth address:"; cat "$logs/err.$rank"; status=1
   fi
   if grep -q "connected from 127." "$logs/err.$rank"; then echo "rank $rank published loopback"; status=1; fi
+  mate=$((rank ^ 1)) other=$(((rank + 2) % 4))
+  if ! grep -q "talks to rank $mate (.*) over shared memory" "$logs/err.$rank" ||
+    ! grep -q "talks to rank $other (.*) over TCP" "$logs/err.$rank"; then
+    echo "rank $rank: expected shared memory to rank $mate and TCP to rank $other:"; cat "$logs/err.$rank"
+    status=1
+  fi
+  if ! grep -q "rank $rank: 2 hosts, shared memory within hosts; all_reduce is hierarchical" "$logs/err.$rank"; then
+    echo "rank $rank did not run all_reduce hierarchically:"; cat "$logs/err.$rank"; status=1
+  fi
 done
-[ $status -eq 0 ] && echo "4 ranks on 2 namespaces: all_reduce and subgroup ok, every rank published its veth address"
+[ $status -eq 0 ] && echo "4 ranks on 2 namespaces: hierarchical all_reduce (shm within, TCP between) and subgroup ok, every rank published its veth address"
 exit $status
