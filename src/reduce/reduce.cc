@@ -1,14 +1,23 @@
 #include "reduce/reduce.h"
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace cohort {
 namespace {
 
+// Every kernel is inlined into the clones of reduce_into and scale below:
+// a kernel left out of line would be compiled once, for plain x86-64.
+#define COHORT_KERNEL inline __attribute__((always_inline))
+
 // Wrapping arithmetic for signed integers: done in the unsigned type.
 template <class T>
-inline T wrap_add(T a, T b) {
+COHORT_KERNEL T wrap_add(T a, T b) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
@@ -18,7 +27,7 @@ inline T wrap_add(T a, T b) {
 }
 
 template <class T>
-inline T wrap_mul(T a, T b) {
+COHORT_KERNEL T wrap_mul(T a, T b) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     // Promote to unsigned int at least, so that uint16 * uint16 cannot
@@ -35,7 +44,7 @@ inline T wrap_mul(T a, T b) {
 
 // The loops below are written so that the compiler vectorises them.
 template <class T>
-void reduce_native(ReduceOp::Kind op, T* __restrict d, const T* __restrict s, size_t n) {
+COHORT_KERNEL void reduce_native(ReduceOp::Kind op, T* __restrict d, const T* __restrict s, size_t n) {
   switch (op) {
     case ReduceOp::SUM:
     case ReduceOp::AVG:
@@ -69,7 +78,8 @@ void reduce_native(ReduceOp::Kind op, T* __restrict d, const T* __restrict s, si
   }
 }
 
-void reduce_bool(ReduceOp::Kind op, uint8_t* __restrict d, const uint8_t* __restrict s, size_t n) {
+COHORT_KERNEL void reduce_bool(ReduceOp::Kind op, uint8_t* __restrict d, const uint8_t* __restrict s,
+                               size_t n) {
   switch (op) {
     case ReduceOp::PRODUCT:
     case ReduceOp::MIN:
@@ -85,33 +95,141 @@ void reduce_bool(ReduceOp::Kind op, uint8_t* __restrict d, const uint8_t* __rest
   }
 }
 
-// Half and bfloat16: widen a block to float32, reduce, narrow back.
+inline uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+inline float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// bfloat16 <-> float32 inline and branch-free, so that the loops below
+// vectorise (the same rounding as BFloat16: to nearest even, NaN kept).
+COHORT_KERNEL float widen(BFloat16 h) {
+  return float_of(static_cast<uint32_t>(h.bits) << 16);
+}
+
+COHORT_KERNEL BFloat16 narrow_bf16(float f) {
+  const uint32_t u = bits_of(f);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  BFloat16 out;
+  out.bits = static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+  return out;
+}
+
+// float16 <-> float32, branch-free so that the loops vectorise (selects,
+// not jumps), with Half's results: round to nearest even, subnormals kept,
+// NaN quieted. The exponent is rebased by a float multiply or add, which
+// also normalises subnormals exactly.
+COHORT_KERNEL float widen(Half h) {
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  const uint32_t rest = static_cast<uint32_t>(h.bits & 0x7FFFu) << 13;
+  const uint32_t finite = bits_of(float_of(rest) * 0x1p112f);
+  const uint32_t special = rest | 0x7F800000u;                                            // inf or NaN
+  const uint32_t is_special = 0u - static_cast<uint32_t>((h.bits & 0x7C00u) == 0x7C00u);  // all ones or 0
+  return float_of(sign | (special & is_special) | (finite & ~is_special));
+}
+
+COHORT_KERNEL Half narrow_half(float f) {
+  const uint32_t all = bits_of(f);
+  const uint32_t sign = (all >> 16) & 0x8000u;
+  const uint32_t u = all & 0x7FFFFFFFu;
+  const uint32_t special = u > 0x7F800000u ? 0x7E00u : 0x7C00u;  // NaN or overflow
+  constexpr uint32_t kDenormMagic = ((127 - 15) + (23 - 10) + 1) << 23;
+  const uint32_t subnormal = bits_of(float_of(u) + float_of(kDenormMagic)) - kDenormMagic;
+  const uint32_t normal = (u + ((15u - 127u) << 23) + 0xFFFu + ((u >> 13) & 1u)) >> 13;
+  const uint32_t out = u >= (143u << 23) ? special : (u < (113u << 23) ? subnormal : normal);
+  Half h;
+  h.bits = static_cast<uint16_t>(out | sign);
+  return h;
+}
+
+COHORT_KERNEL void widen_block(const Half* in, float* out, size_t m) {
+  for (size_t i = 0; i < m; ++i) out[i] = widen(in[i]);
+}
+COHORT_KERNEL void narrow_block(const float* in, Half* out, size_t m) {
+  for (size_t i = 0; i < m; ++i) out[i] = narrow_half(in[i]);
+}
+
+COHORT_KERNEL void widen_block(const BFloat16* in, float* out, size_t m) {
+  for (size_t i = 0; i < m; ++i) out[i] = widen(in[i]);
+}
+COHORT_KERNEL void narrow_block(const float* in, BFloat16* out, size_t m) {
+  for (size_t i = 0; i < m; ++i) out[i] = narrow_bf16(in[i]);
+}
+
+// Half and bfloat16: widen a block to float32 (on the stack: no
+// allocation), reduce there, narrow back once.
 template <class H>
-void reduce_narrow(ReduceOp::Kind op, H* d, const H* s, size_t n) {
+COHORT_KERNEL void reduce_narrow(ReduceOp::Kind op, H* d, const H* s, size_t n) {
   constexpr size_t kBlock = 256;
   float a[kBlock], b[kBlock];
   for (size_t off = 0; off < n; off += kBlock) {
     size_t m = std::min(kBlock, n - off);
-    for (size_t i = 0; i < m; ++i) {
-      a[i] = static_cast<float>(d[off + i]);
-      b[i] = static_cast<float>(s[off + i]);
-    }
+    widen_block(d + off, a, m);
+    widen_block(s + off, b, m);
     reduce_native<float>(op, a, b, m);
-    for (size_t i = 0; i < m; ++i) d[off + i] = H(a[i]);
+    narrow_block(a, d + off, m);
   }
 }
 
 template <class T>
-void scale_native(T* d, size_t n, double factor) {
+COHORT_KERNEL void scale_native(T* d, size_t n, double factor) {
   const T f = static_cast<T>(factor);
   for (size_t i = 0; i < n; ++i) d[i] = d[i] * f;
 }
 
 template <class H>
-void scale_narrow(H* d, size_t n, double factor) {
+COHORT_KERNEL void scale_narrow(H* d, size_t n, double factor) {
+  constexpr size_t kBlock = 256;
   const float f = static_cast<float>(factor);
-  for (size_t i = 0; i < n; ++i) d[i] = H(static_cast<float>(d[i]) * f);
+  float a[kBlock];
+  for (size_t off = 0; off < n; off += kBlock) {
+    size_t m = std::min(kBlock, n - off);
+    widen_block(d + off, a, m);
+    for (size_t i = 0; i < m; ++i) a[i] *= f;
+    narrow_block(a, d + off, m);
+  }
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// float16 with F16C's conversion instructions, 8 at a time (where the CPU
+// has them: has_f16c()); the branch-free path above is the fallback.
+__attribute__((target("avx2,f16c"))) void reduce_half_f16c(ReduceOp::Kind op, Half* d, const Half* s,
+                                                           size_t n) {
+  constexpr size_t kBlock = 256;
+  alignas(32) float a[kBlock], b[kBlock];
+  for (size_t off = 0; off < n; off += kBlock) {
+    const size_t m = std::min(kBlock, n - off);
+    size_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+      _mm256_store_ps(a + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + off + i))));
+      _mm256_store_ps(b + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + off + i))));
+    }
+    for (; i < m; ++i) {
+      a[i] = widen(d[off + i]);
+      b[i] = widen(s[off + i]);
+    }
+    reduce_native<float>(op, a, b, m);
+    i = 0;
+    for (; i + 8 <= m; i += 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + off + i),
+                       _mm256_cvtps_ph(_mm256_load_ps(a + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < m; ++i) d[off + i] = narrow_half(a[i]);
+  }
+}
+
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+#endif
 
 }  // namespace
 
@@ -129,10 +247,11 @@ Status check_reduce_op(DType dtype, ReduceOp op) {
   return Status::ok_status();
 }
 
-// Compiled for AVX-512, AVX2 and plain x86-64; the loader picks the best the
-// CPU has (an ifunc), and the kernels above are inlined into each clone.
+// Compiled for AVX-512 (x86-64-v4), AVX2 with F16C and FMA (x86-64-v3)
+// and plain x86-64; the loader picks the best the CPU has (an ifunc), and
+// the kernels above are inlined into each clone.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define COHORT_KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define COHORT_KERNEL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define COHORT_KERNEL_CLONES
 #endif
@@ -145,6 +264,9 @@ void reduce_into(DType dtype, ReduceOp::Kind op, void* dst, const void* src, siz
     case DType::kFloat64:
       return reduce_native(op, static_cast<double*>(dst), static_cast<const double*>(src), n);
     case DType::kFloat16:
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (has_f16c()) return reduce_half_f16c(op, static_cast<Half*>(dst), static_cast<const Half*>(src), n);
+#endif
       return reduce_narrow(op, static_cast<Half*>(dst), static_cast<const Half*>(src), n);
     case DType::kBFloat16:
       return reduce_narrow(op, static_cast<BFloat16*>(dst), static_cast<const BFloat16*>(src), n);
