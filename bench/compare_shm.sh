@@ -97,7 +97,7 @@ print("\n".join(lines))
 PY
 
 gnuplot <<GP
-set terminal pngcairo size 1100,450 font ",10"
+set terminal pngcairo noenhanced size 1100,450 font ",10"
 set output "$OUT/all_reduce_shm.png"
 set multiplot layout 1,2 title "all\\_reduce busbw on one host (float32 SUM; median of $REPS runs)"
 set logscale x 2

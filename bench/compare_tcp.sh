@@ -6,7 +6,8 @@
 #   bench/compare_tcp.sh [WORLD_SIZE=2] [REPS=3]
 #
 # Needs build/tools/cohort-bench and build/bench/gloo_bench (scripts/test
-# builds both). Shared memory is not used yet, so cohort runs over TCP.
+# builds both). COHORT_SHM=off keeps cohort on TCP over loopback (ranks on
+# one host would otherwise use shared memory: see compare_shm.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P="${1:-2}"
@@ -14,7 +15,7 @@ REPS="${2:-3}"
 ARGS=(all_reduce -b 4 -e 64M -f 4 -n 20 -w 5)
 out="$(mktemp -d)"
 for ((i = 0; i < REPS; i++)); do
-  build/tools/cohort-bench "${ARGS[@]}" --spawn "$P" >"$out/cohort.$i"
+  COHORT_SHM=off build/tools/cohort-bench "${ARGS[@]}" --spawn "$P" >"$out/cohort.$i"
   build/bench/gloo_bench "${ARGS[@]}" --spawn "$P" 2>/dev/null >"$out/gloo.$i"
 done
 /usr/bin/python3 - "$out" "$REPS" "$P" <<'PY'
