@@ -14,6 +14,8 @@
 # and bench/memcpy_bench (scripts/test builds them), mpirun and gnuplot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/common.sh
+ensure_packages openmpi-bin gnuplot-nox
 REPS="${1:-3}"
 OUT="${2:-bench/results}"
 mkdir -p "$OUT"

@@ -9,6 +9,7 @@ COHORT_PACKAGES=(
   libssl-dev libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
+  libopenmpi-dev openmpi-bin
   python3 iproute2
 )
 
