@@ -11,8 +11,16 @@ namespace {
 // wait_until returns once local rank `who` (-1: every local rank) has
 // arrived `target` times; a dead peer, abort() or the deadline end it.
 Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+  // While waiting, keep this rank's point-to-point requests moving (a peer
+  // may need one to get here) and, between sleeps, notice a dead peer.
   return a.wait_for(
-      who, target, c.deadline, [&c] { return c.transport.poll_health(); }, c.what);
+      who, target, c.deadline,
+      [&c](bool deep, bool* busy) {
+        if (c.transport.has_pending()) c.transport.progress(Deadline::at(Clock::now()));
+        *busy = c.transport.has_pending();
+        return deep ? c.transport.poll_health() : Status::ok_status();
+      },
+      c.what);
 }
 
 // next_half picks the slot half of the next chunk and, for a rank about to

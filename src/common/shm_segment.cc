@@ -61,8 +61,12 @@ Result<ShmSegment> ShmSegment::create(size_t bytes) {
   s.name_ = "/" + own_prefix() + std::to_string(::getpid()) + "." + std::to_string(serial++);
   int fd = ::shm_open(s.name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return shm_error("creating", s.name_);
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    Status st = shm_error("sizing", s.name_);
+  // Reserve the pages now: a /dev/shm too small for the segment is an
+  // error here (and the host falls back to TCP), not a SIGBUS later.
+  const int reserved = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (reserved != 0) errno = reserved;
+  if (reserved != 0) {
+    Status st = shm_error("reserving " + std::to_string(bytes) + " bytes for", s.name_);
     ::close(fd);
     ::shm_unlink(s.name_.c_str());
     return st;

@@ -124,8 +124,10 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
     text.append(is_collective ? "" : ")").append(" of group ").append(name_);
     work = std::make_shared<Work>(std::move(text));
     context = OpContext{seq, deadline, &work->description(), work};
-    if (!options.async_op && queue_.empty() && !driving_) {
-      // Idle group, blocking call: run it here, in order by construction.
+    if (!options.async_op && is_collective && queue_.empty() && !driving_) {
+      // Idle group, blocking collective: run it here, in order by
+      // construction. (A blocking send or recv only posts its request; the
+      // worker drives it, so it gains nothing here.)
       driving_ = true;
       run_here = true;
     } else {
@@ -137,8 +139,9 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
     bool queued;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // Requests left in flight need the worker to drive them too.
+      queued = !queue_.empty() || backend_->has_pending();
       driving_ = false;
-      queued = !queue_.empty();
     }
     // Wake the worker only for work queued meanwhile: a needless wake-up
     // costs more than the collective.

@@ -18,6 +18,11 @@ namespace {
 // The transport a run of the matrix uses.
 enum class Paths { kShm, kTcp, kMixed };
 
+// PrintTo names a Paths value in gtest's listings.
+void PrintTo(Paths paths, std::ostream* os) {
+  *os << (paths == Paths::kShm ? "shm" : paths == Paths::kTcp ? "tcp" : "mixed");
+}
+
 class CollectiveMatrix : public ::testing::TestWithParam<std::tuple<int, Paths>> {
  protected:
   void SetUp() override {
@@ -360,6 +365,30 @@ TEST_P(CollectiveMatrix, PointToPointRingAndAnySource) {
     EXPECT_EQ(from_left[0], left + 0.5);
     EXPECT_EQ(from_right[0], right);
     g.barrier();
+  });
+}
+
+TEST_P(CollectiveMatrix, IsendKeepsMovingWhileItsSenderWaitsInACollective) {
+  const int world = world_size();
+  if (world == 1) GTEST_SKIP() << "point-to-point needs two ranks";
+  run_ranks(world, [&](ProcessGroup& g) {
+    // Rank 0's message is larger than a shared-memory ring, so it is still
+    // in flight when rank 0 enters the all_reduce, where it waits for rank
+    // 1, which first waits for the message.
+    std::vector<float> big(1 << 20, 2.5f);
+    std::shared_ptr<Work> sent;
+    if (g.rank() == 0) sent = g.isend(Buffer::of(big), 1, 5);
+    if (g.rank() == 1) {
+      std::fill(big.begin(), big.end(), 0.0f);
+      P2POptions o;
+      o.tag = 5;
+      g.recv(Buffer::of(big), 0, o);
+      EXPECT_EQ(big.back(), 2.5f);
+    }
+    std::vector<int64_t> one(1000, 1);
+    g.all_reduce(Buffer::of(one));
+    EXPECT_EQ(one[999], world);
+    if (sent) sent->wait();
   });
 }
 

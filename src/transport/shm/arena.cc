@@ -290,8 +290,8 @@ uint64_t Arena::count_of(int local) const {
   return least;
 }
 
-Status Arena::wait_for(int local, uint64_t target, Deadline deadline, const std::function<Status()>& health,
-                       const std::string& what) {
+Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
+                       const std::function<Status(bool, bool*)>& service, const std::string& what) {
   if (count_of(local) >= target) return Status::ok_status();
   // Spin (or, oversubscribed, yield) for a while: the peer is usually
   // microseconds away, and a futex wake-up costs tens of microseconds.
@@ -300,12 +300,17 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline, const std:
   // another core), yielding for the rest (it may be waiting for a core).
   const auto yield_from = Clock::now() + std::chrono::microseconds(spin_us_ / 4);
   bool yielding = oversubscribed_;
+  bool busy = false;
   for (uint32_t i = 1;; ++i) {
     if (count_of(local) >= target) return Status::ok_status();
     if (yielding) {
       sched_yield();
     } else {
       cpu_relax();
+    }
+    if ((i & 1023) == 0 && service) {
+      Status st = service(false, &busy);
+      if (!st.ok()) return st;
     }
     if ((i & 63) == 0) {
       const auto now = Clock::now();
@@ -328,7 +333,7 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline, const std:
       header_->waiters.fetch_sub(1, std::memory_order_seq_cst);
       return Status::ok_status();
     }
-    auto slice = std::chrono::microseconds(20000);
+    auto slice = std::chrono::microseconds(busy ? 1000 : 20000);
     if (!deadline.is_never()) {
       auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline.when() - Clock::now());
       slice = std::max(std::chrono::microseconds(1), std::min(slice, left));
@@ -344,8 +349,8 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline, const std:
                              " on this host) is gone: it exited or was killed during " + what);
       }
     }
-    if (health) {
-      Status st = health();
+    if (service) {
+      Status st = service(true, &busy);
       if (!st.ok()) return st;
     }
     if (deadline.expired()) {

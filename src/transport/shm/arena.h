@@ -57,10 +57,15 @@ class Arena {
   void arrive();
   uint64_t arrivals() const;
   // wait_for waits until local rank `local` (or every local rank, for -1)
-  // has arrived `target` times; `health` is asked between sleeps and its
-  // error returned (a dead peer). Fails with kTimeout at `deadline`.
-  Status wait_for(int local, uint64_t target, Deadline deadline, const std::function<Status()>& health,
-                  const std::string& what);
+  // has arrived `target` times. `service(deep)` runs now and then while
+  // it waits: cheaply (deep false) every so many spins, so that the
+  // caller can keep other traffic moving (point-to-point requests a peer
+  // may be waiting for); deeply (true) between sleeps, to check the peers'
+  // health; it sets `*busy` while it has traffic of its own in flight, and
+  // sleeps are then 1 ms instead of 20. Its error is returned. Fails with
+  // kTimeout at `deadline`.
+  Status wait_for(int local, uint64_t target, Deadline deadline,
+                  const std::function<Status(bool deep, bool* busy)>& service, const std::string& what);
   // A Stamp says which operation a rank runs in the chunk that uses a slot
   // half, so that ranks that called different collectives (or sizes) are
   // told so instead of mixing up data. stamp() is written before the
