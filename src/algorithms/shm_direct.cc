@@ -103,7 +103,7 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp:
     Status st = next_half(c, a, true, &half);
     if (!st.ok()) return st;
     if (off == 0) a.stamp(half, mine);
-    std::memcpy(a.slot(me, half), data + off * es, n * es);
+    if (n) std::memcpy(a.slot(me, half), data + off * es, n * es);
     st = arrive_and_wait_all(c, a);
     if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
     if (!st.ok()) return st;
@@ -204,7 +204,7 @@ Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp
   st = arrive_and_wait_all(c, a);
   if (st.ok()) st = check_stamps(a, -1, half, mine, c.what);
   if (!st.ok()) return st;
-  std::memcpy(buf.data, a.slot(0, half), bytes);
+  if (bytes) std::memcpy(buf.data, a.slot(0, half), bytes);
   for (int q = 1; q < p; ++q) reduce_into(buf.dtype, op, buf.data, a.slot(q, half), buf.count);
   release(a, half, a.arrivals() + 1);
   return Status::ok_status();
@@ -247,12 +247,12 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
     if (me == root) {
       // Only the root stamps: it alone writes, and only it is read.
       if (off == 0) a.stamp(half, mine);
-      std::memcpy(a.slot(root, half), data + off, n);
+      if (n) std::memcpy(a.slot(root, half), data + off, n);
     } else {
       st = wait_until(c, a, root, a.arrivals() + 1);
       if (st.ok() && off == 0) st = check_stamps(a, root, half, mine, c.what);
       if (!st.ok()) return st;
-      std::memcpy(data + off, a.slot(root, half), n);
+      if (n) std::memcpy(data + off, a.slot(root, half), n);
     }
     a.arrive();
     release(a, half, a.arrivals());  // every reader read before arriving
