@@ -4,8 +4,11 @@
 // Each call checks its arguments on the calling thread (InvalidArgument
 // before anything is sent), gets the group's next sequence number, and is
 // queued to the group's worker, which runs the group's operations one after
-// another in call order. Every call returns a Work; with async_op=false it
-// has already completed (and thrown, if it failed). isend/irecv never hold
+// another in call order (a blocking collective on an idle group runs on the
+// calling thread instead, in the same order). Every call returns a Work;
+// with async_op=false it has already completed (and thrown, if it failed);
+// a blocking collective that succeeded may return one complete Work shared
+// by such calls (torch returns None for them). isend/irecv never hold
 // up the operations queued after them. After a timeout, a dead peer or a
 // desync the group refuses new work: create a new one.
 #pragma once
@@ -154,9 +157,16 @@ class ProcessGroup {
   // for it unless options.async_op.
   std::shared_ptr<Work> enqueue(const std::string& op, const CollectiveOptions& options,
                                 std::function<void(Work&, const OpContext&)> run, bool is_collective);
-  // collective enqueues a backend call that returns a Status.
-  std::shared_ptr<Work> collective(const std::string& op, const CollectiveOptions& options,
-                                   std::function<void(const OpContext&, std::exception_ptr*)> run);
+  // collective runs a backend call that returns a Status: at once on the
+  // caller's thread when the call blocks and the group is idle (without
+  // allocating: it returns done_work_), else through enqueue. Defined in
+  // process_group_ops.cc, where every collective is.
+  template <class Run>
+  std::shared_ptr<Work> collective(const std::string& op, const CollectiveOptions& options, Run run);
+  // claim_inline numbers a blocking collective and makes this thread the
+  // one driving the backend, if the group is idle; release_inline ends it.
+  bool claim_inline(uint64_t* sequence);
+  void release_inline();
   void worker_loop();
   // run_task runs one operation on the thread driving the backend.
   template <class Run>
@@ -181,6 +191,11 @@ class ProcessGroup {
   bool driving_ = false;
   // Why the group refuses work; touched only by the thread driving.
   std::exception_ptr broken_;
+  // What a blocking collective run on the caller's thread returns: one
+  // Work, complete and successful, shared by all of them (torch returns
+  // nothing for a blocking call); and that op's name, rebuilt in place.
+  std::shared_ptr<Work> done_work_;
+  std::string inline_what_;  // the driving thread only
   std::thread worker_;
 };
 

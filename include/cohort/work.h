@@ -1,7 +1,8 @@
 // work.h: the handle of an operation that may still be running.
 //
 // Every collective and point-to-point call returns a Work. With
-// async_op=false the call has already waited and the Work is complete;
+// async_op=false the call has already waited and the Work is complete (for
+// a successful blocking collective, possibly one Work the group shares);
 // with async_op=true the buffers belong to the operation until wait()
 // returns. A Work completes exactly once, with success or an error, and
 // every callback given to then() runs exactly once, also when the group is

@@ -1,8 +1,9 @@
 // ProcessGroup: argument checks on the caller's thread, then one worker
 // thread per group that runs operations in call order (docs/threading.md).
-// A blocking call that finds the group idle runs on the caller's thread
-// instead: handing it to the worker and back costs two thread wake-ups,
-// more than a whole small collective over shared memory.
+// A blocking collective that finds the group idle runs on the caller's
+// thread instead (process_group_ops.cc): handing it to the worker and back
+// costs two thread wake-ups, more than a whole small collective over
+// shared memory.
 #include "cohort/process_group.h"
 
 #include <numeric>
@@ -21,7 +22,9 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vect
       rank_(rank),
       global_ranks_(std::move(global_ranks)),
       name_(std::move(name)),
-      timeout_(timeout) {
+      timeout_(timeout),
+      done_work_(std::make_shared<Work>("a blocking collective of group " + name_ + ", complete")) {
+  done_work_->complete(nullptr);
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -109,7 +112,6 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
   const Deadline deadline = Deadline::after(timeout);
   std::shared_ptr<Work> work;
   OpContext context{0, deadline, nullptr, nullptr};
-  bool run_here = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw InvalidArgument(op + ": group " + name_ + " is being destroyed");
@@ -124,30 +126,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
     text.append(is_collective ? "" : ")").append(" of group ").append(name_);
     work = std::make_shared<Work>(std::move(text));
     context = OpContext{seq, deadline, &work->description(), work};
-    if (!options.async_op && is_collective && queue_.empty() && !driving_) {
-      // Idle group, blocking collective: run it here, in order by
-      // construction. (A blocking send or recv only posts its request; the
-      // worker drives it, so it gains nothing here.)
-      driving_ = true;
-      run_here = true;
-    } else {
-      queue_.emplace_back(work, [work, context, run = std::move(run)] { run(*work, context); });
-    }
-  }
-  if (run_here) {
-    run_task(*work, [&] { run(*work, context); });
-    bool queued;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      // Requests left in flight need the worker to drive them too.
-      queued = !queue_.empty() || backend_->has_pending();
-      driving_ = false;
-    }
-    // Wake the worker only for work queued meanwhile: a needless wake-up
-    // costs more than the collective.
-    if (queued) cv_.notify_one();
-    work->wait();  // complete by now; rethrows its error
-    return work;
+    queue_.emplace_back(work, [work, context, run = std::move(run)] { run(*work, context); });
   }
   cv_.notify_one();
   backend_->wake();
@@ -155,18 +134,24 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::collective(
-    const std::string& op, const CollectiveOptions& options,
-    std::function<void(const OpContext&, std::exception_ptr*)> run) {
-  return enqueue(
-      op, options,
-      [this, run = std::move(run)](Work& work, const OpContext& context) {
-        std::exception_ptr error;
-        run(context, &error);
-        if (error) mark_broken(error, *context.what);
-        work.complete(error);
-      },
-      true);
+bool ProcessGroup::claim_inline(uint64_t* sequence) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_ || driving_ || !queue_.empty()) return false;
+  driving_ = true;
+  *sequence = ++sequence_;
+  return true;
+}
+
+void ProcessGroup::release_inline() {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Work queued meanwhile, or requests left in flight, need the worker.
+    wake = !queue_.empty() || backend_->has_pending();
+    driving_ = false;
+  }
+  // Only then: a needless wake-up costs more than a small collective.
+  if (wake) cv_.notify_one();
 }
 
 // mark_broken makes the group refuse new work after `what` failed: its

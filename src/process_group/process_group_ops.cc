@@ -1,6 +1,7 @@
 // The operations of ProcessGroup: each checks its arguments here, on the
 // caller's thread, and throws InvalidArgument naming what is wrong before
 // anything is queued or sent.
+#include <charconv>
 #include <numeric>
 
 #include "cohort/errors.h"
@@ -56,7 +57,53 @@ void fail_on(const Status& st, std::exception_ptr* error) {
   if (!st.ok()) *error = status_exception(st);
 }
 
+// describe_into writes "all_reduce #5 of group g" into `out`, reusing its
+// capacity (no allocation once it is large enough).
+void describe_into(std::string* out, const std::string& op, uint64_t sequence, const std::string& group) {
+  char number[24] = " #";
+  const auto end = std::to_chars(number + 2, number + sizeof number, sequence).ptr;
+  out->assign(op).append(number, static_cast<size_t>(end - number)).append(" of group ").append(group);
+}
+
 }  // namespace
+
+template <class Run>
+std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const CollectiveOptions& options,
+                                               Run run) {
+  uint64_t sequence;
+  if (!options.async_op && claim_inline(&sequence)) {
+    const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_);
+    describe_into(&inline_what_, op, sequence, name_);
+    OpContext context{sequence, deadline, &inline_what_, nullptr};
+    std::exception_ptr error = broken_;
+    if (!error) {
+      try {
+        run(context, &error);
+      } catch (...) {
+        error = std::current_exception();  // a bug in cohort; still reported
+      }
+      if (error) mark_broken(error, inline_what_);
+    }
+    if (!error) {
+      release_inline();
+      return done_work_;
+    }
+    auto failed = std::make_shared<Work>(inline_what_);
+    release_inline();
+    failed->complete(error);
+    failed->wait();  // throws the error
+    return failed;
+  }
+  return enqueue(
+      op, options,
+      [this, run = std::move(run)](Work& work, const OpContext& context) {
+        std::exception_ptr error;
+        run(context, &error);
+        if (error) mark_broken(error, *context.what);
+        work.complete(error);
+      },
+      true);
+}
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const BroadcastOptions& o) {
   const std::string op = "broadcast";

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 
@@ -34,10 +35,10 @@ struct ArenaHeader {
 
 struct RankControl {
   alignas(64) std::atomic<uint64_t> arrivals;
-  // What this rank runs in the chunk that uses each slot half, on a line of
-  // its own: writing it next to `arrivals` would fight the peers spinning
-  // on that line.
-  alignas(64) std::atomic<uint64_t> stamp_sequence[2];
+  // What this rank runs in the chunk that uses each slot half, on the same
+  // cache line as `arrivals`: a peer that sees the count has the stamp
+  // with it, one cache miss instead of two.
+  std::atomic<uint64_t> stamp_sequence[2];
   std::atomic<uint64_t> stamp_bytes[2];
   std::atomic<uint32_t> stamp_op[2];
   std::atomic<uint64_t> stamp_address[2];
@@ -45,7 +46,8 @@ struct RankControl {
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> probe_address;  // of a word process_vm_readv may read
 };
-static_assert(sizeof(RankControl) == 192, "three cache lines per rank");
+static_assert(sizeof(RankControl) == 128, "two cache lines per rank");
+static_assert(offsetof(RankControl, sleeping) == 64, "arrivals and stamps share the first line");
 
 namespace {
 
@@ -282,6 +284,12 @@ uint64_t Arena::arrivals() const {
   return control(me_).arrivals.load(std::memory_order_relaxed);
 }
 
+bool Arena::ready(int local, uint64_t target) {
+  const uint64_t least = count_of(local);
+  if (local < 0) all_seen_ = std::max(all_seen_, least);
+  return least >= target;
+}
+
 uint64_t Arena::count_of(int local) const {
   if (local >= 0) return control(local).arrivals.load(std::memory_order_acquire);
   uint64_t least = UINT64_MAX;
@@ -292,7 +300,11 @@ uint64_t Arena::count_of(int local) const {
 
 Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
                        const std::function<Status(bool, bool*)>& service, const std::string& what) {
-  if (count_of(local) >= target) return Status::ok_status();
+  // Counts only grow: a target every rank was already seen to reach needs
+  // no look at their cache lines (each look at a line a peer just wrote is
+  // a cache miss).
+  if (local < 0 && target <= all_seen_) return Status::ok_status();
+  if (ready(local, target)) return Status::ok_status();
   // Spin (or, oversubscribed, yield) for a while: the peer is usually
   // microseconds away, and a futex wake-up costs tens of microseconds.
   const auto spin_end = Clock::now() + std::chrono::microseconds(spin_us_);
@@ -302,7 +314,7 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
   bool yielding = oversubscribed_;
   bool busy = false;
   for (uint32_t i = 1;; ++i) {
-    if (count_of(local) >= target) return Status::ok_status();
+    if (ready(local, target)) return Status::ok_status();
     if (yielding) {
       sched_yield();
     } else {
@@ -329,7 +341,7 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
   for (;;) {
     header_->waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t epoch = header_->epoch.load(std::memory_order_seq_cst);
-    if (count_of(local) >= target) {
+    if (ready(local, target)) {
       header_->waiters.fetch_sub(1, std::memory_order_seq_cst);
       return Status::ok_status();
     }
@@ -340,7 +352,7 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
     }
     futex_wait(&header_->epoch, epoch, slice);
     header_->waiters.fetch_sub(1, std::memory_order_seq_cst);
-    if (count_of(local) >= target) return Status::ok_status();
+    if (ready(local, target)) return Status::ok_status();
     for (int i = 0; i < local_size(); ++i) {
       const int32_t pid = control(i).pid.load(std::memory_order_relaxed);
       if (i != me_ && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH &&

@@ -105,6 +105,8 @@ class Arena {
   RankControl& control(int local) const;
   void probe_single_copy(Store& store, const std::string& key, std::chrono::milliseconds timeout);
   uint64_t count_of(int local) const;
+  // ready is count_of(local) >= target, remembering what every rank reached.
+  bool ready(int local, uint64_t target);
 
   ShmSegment segment_;
   std::vector<int> local_ranks_;
@@ -115,6 +117,7 @@ class Arena {
   uint8_t* base_ = nullptr;
   size_t controls_at_ = 0, ring_controls_at_ = 0, rings_at_ = 0, slots_at_ = 0;
   SlotClock clock_;
+  uint64_t all_seen_ = 0;  // every local rank has arrived at least this often
   bool single_copy_ = false;
   size_t single_copy_from_ = SIZE_MAX;
   uint64_t probe_word_ = 0x31414d5348434f43ull;  // what peers read to test single copy
