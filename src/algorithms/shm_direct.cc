@@ -126,6 +126,16 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp:
   return Status::ok_status();
 }
 
+// read_peer reads from local rank `q`'s buffer; when that fails (the peer
+// left the operation), the reason it left, which it sent before leaving,
+// is the better error.
+Status read_peer(AlgoContext& c, shm::Arena& a, int q, void* into, uint64_t address, size_t bytes) {
+  Status st = a.read_from(q, into, address, bytes);
+  if (st.ok()) return st;
+  Status why = c.transport.poll_health();
+  return why.ok() ? st : why;
+}
+
 // Single copy (Arena::single_copy_from): each rank reads the others'
 // buffers in place with process_vm_readv, through a scratch chunk small
 // enough to stay in cache, so data crosses memory once instead of being
@@ -170,7 +180,7 @@ Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, 
     const size_t n = std::min(chunk, len - e);
     for (int q = 0; q < p; ++q) {
       if (q == me) continue;
-      st = a.read_from(q, scratch, a.stamp_of(q, half).address + (lo + e) * es, n * es);
+      st = read_peer(c, a, q, scratch, a.stamp_of(q, half).address + (lo + e) * es, n * es);
       if (!st.ok()) return st;
       reduce_into(buf.dtype, op, data + (lo + e) * es, scratch, n);
     }
@@ -181,7 +191,7 @@ Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, 
   for (int q = 0; q < p; ++q) {
     if (q == me) continue;
     block_range(buf.count, p, q, &lo, &len);
-    st = a.read_from(q, data + lo * es, a.stamp_of(q, half).address + lo * es, len * es);
+    st = read_peer(c, a, q, data + lo * es, a.stamp_of(q, half).address + lo * es, len * es);
     if (!st.ok()) return st;
   }
   return end_single_copy(c, a, half);
@@ -233,7 +243,7 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
     } else {
       st = wait_until(c, a, root, a.arrivals() + 1);
       if (st.ok()) st = check_stamps(a, root, half, mine, c.what);
-      if (st.ok()) st = a.read_from(root, buf.data, a.stamp_of(root, half).address, bytes);
+      if (st.ok()) st = read_peer(c, a, root, buf.data, a.stamp_of(root, half).address, bytes);
       a.arrive();
     }
     release(a, half, a.arrivals());
@@ -274,7 +284,7 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
     for (int q = 0; q < p && st.ok(); ++q) {
       const Buffer& o = outputs[static_cast<size_t>(q)];
       if (q != me) {
-        st = a.read_from(q, o.data, a.stamp_of(q, half).address, o.bytes());
+        st = read_peer(c, a, q, o.data, a.stamp_of(q, half).address, o.bytes());
       } else if (o.data != input.data && o.bytes()) {
         std::memcpy(o.data, input.data, o.bytes());
       }

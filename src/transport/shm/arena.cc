@@ -217,11 +217,16 @@ Status Arena::read_from(int local, void* into, uint64_t address, size_t bytes) c
     if (got <= 0) {
       if (got < 0 && errno == EINTR) continue;
       const int err = got < 0 ? errno : EFAULT;
-      return Status(err == ESRCH ? StatusCode::kNetworkError : StatusCode::kBackendError,
+      // The peer's buffer is valid for as long as it stays in the
+      // operation; gone (ESRCH) or unmapped (EFAULT) means it left it.
+      const bool left = err == ESRCH || err == EFAULT;
+      return Status(left ? StatusCode::kNetworkError : StatusCode::kBackendError,
                     "reading " + std::to_string(bytes) + " bytes from rank " +
                         std::to_string(local_ranks_[static_cast<size_t>(local)]) + " (process " +
                         std::to_string(pid) + ") failed: " + std::strerror(err) +
-                        (err == ESRCH ? " (the process is gone)" : ""));
+                        (err == ESRCH ? " (the process is gone)"
+                         : left       ? " (it left the operation: it failed or exited)"
+                                      : ""));
     }
     out += got;
     address += static_cast<uint64_t>(got);
@@ -353,6 +358,12 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
     futex_wait(&header_->epoch, epoch, slice);
     header_->waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (ready(local, target)) return Status::ok_status();
+    // The transport first: a peer that failed said why before it left,
+    // which beats learning that its process is gone.
+    if (service) {
+      Status st = service(true, &busy);
+      if (!st.ok()) return st;
+    }
     for (int i = 0; i < local_size(); ++i) {
       const int32_t pid = control(i).pid.load(std::memory_order_relaxed);
       if (i != me_ && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH &&
@@ -360,10 +371,6 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
         return network_error("rank " + std::to_string(local_ranks_[i]) + " (process " + std::to_string(pid) +
                              " on this host) is gone: it exited or was killed during " + what);
       }
-    }
-    if (service) {
-      Status st = service(true, &busy);
-      if (!st.ok()) return st;
     }
     if (deadline.expired()) {
       return timeout_error(what + " timed out: still waiting in shared memory for ranks " + peer_names());
