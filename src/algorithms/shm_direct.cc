@@ -126,6 +126,18 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp:
   return Status::ok_status();
 }
 
+// single_copy_at is the size from which a collective reads the other
+// ranks' buffers in place. Measured here (bench/compare_shm.sh, P=2 and 4
+// on 2 cores): broadcast and all_gather gain from 16 KiB; all_reduce,
+// whose slot path keeps its blocks in cache while it reduces, only from
+// 256 KiB; and with more ranks than cores, page pinning costs more than the
+// second copy until 256 KiB for all of them.
+size_t single_copy_at(const shm::Arena& a, bool reduces) {
+  const size_t from = a.single_copy_from();
+  if (from == SIZE_MAX) return from;
+  return reduces || a.oversubscribed() ? from * 16 : from;
+}
+
 // read_peer reads from local rank `q`'s buffer; when that fails (the peer
 // left the operation), the reason it left, which it sent before leaving,
 // is the better error.
@@ -201,7 +213,7 @@ Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, 
 
 Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op) {
   const size_t bytes = buf.bytes();
-  if (bytes >= a.single_copy_from() && buf.count >= static_cast<size_t>(a.local_size()))
+  if (bytes >= single_copy_at(a, true) && buf.count >= static_cast<size_t>(a.local_size()))
     return all_reduce_single_copy(c, a, buf, op);
   if (bytes > kOneStepBytes || bytes > a.slot_bytes()) return reduce_chunks(c, a, buf, op, -1);
   const int p = a.local_size(), me = a.local_index();
@@ -229,7 +241,7 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
   auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
-  if (bytes >= a.single_copy_from()) {
+  if (bytes >= single_copy_at(a, false)) {
     // The others read the root's buffer in place; the root waits until
     // all have, since its caller may change the buffer once it returns.
     int half;
@@ -277,7 +289,7 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
   const auto* in = static_cast<const uint8_t*>(input.data);
   const auto mine = op_stamp(c, Collective::kAllGather, -1, most);
-  if (most >= a.single_copy_from()) {
+  if (most >= single_copy_at(a, false)) {
     int half;
     Status st = begin_single_copy(c, a, mine, input.data, &half);
     if (!st.ok()) return st;

@@ -130,10 +130,11 @@ inline constexpr KnobSpec kShmSlotBytes{
     "algorithms move data in chunks of this size."};
 
 inline constexpr KnobSpec kShmSingleCopyBytes{
-    "COHORT_SHM_SINGLE_COPY_BYTES", KnobType::kInt, "262144",
-    "From this many bytes, collectives among ranks of one host read each other's buffers directly "
-    "(process_vm_readv: one copy instead of two through shared memory), where the system allows "
-    "it. 0 disables."};
+    "COHORT_SHM_SINGLE_COPY_BYTES", KnobType::kInt, "16384",
+    "From this many bytes per rank, broadcast and all_gather among ranks of one host read each "
+    "other's buffers directly (process_vm_readv: one copy instead of two through shared memory), "
+    "where the system allows it; all_reduce, and every collective when the host's ranks outnumber "
+    "its cores, from 16 times that. 0 disables."};
 
 inline constexpr KnobSpec kShmSpinUs{
     "COHORT_SHM_SPIN_US", KnobType::kInt, "200",

@@ -87,6 +87,8 @@ class Arena {
   // read each other's buffers directly instead of copying through slots.
   // single_copy_from is the size from which to do so (SIZE_MAX: never).
   size_t single_copy_from() const { return single_copy_ ? single_copy_from_ : SIZE_MAX; }
+  // oversubscribed is true when this host's ranks outnumber its cores.
+  bool oversubscribed() const { return oversubscribed_; }
   // read_from copies `bytes` at `address` in local rank `local`'s process.
   Status read_from(int local, void* into, uint64_t address, size_t bytes) const;
 
