@@ -111,9 +111,11 @@ class Transport {
   virtual int host_of(int rank) const { return rank; }
 
   // poll_health takes in what peers sent, without waiting, and returns the
-  // error that ended this transport, or that a peer is gone; ok otherwise.
-  // Algorithms that wait outside exchange() (on shared memory) call it so
-  // that a dead peer or an abort() still ends their wait.
+  // error that ended this transport, or that a peer is gone (which by
+  // itself does not end the transport: the peer may have left after doing
+  // its part); ok otherwise. Algorithms that wait outside exchange() (on
+  // shared memory) call it so that a dead peer or an abort() still ends
+  // their wait.
   virtual Status poll_health() { return Status::ok_status(); }
 };
 

@@ -327,7 +327,7 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
     }
     if ((i & 1023) == 0 && service) {
       Status st = service(false, &busy);
-      if (!st.ok()) return st;
+      if (!st.ok()) return ready(local, target) ? Status::ok_status() : st;
     }
     if ((i & 63) == 0) {
       const auto now = Clock::now();
@@ -361,8 +361,9 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
     // The transport first: a peer that failed said why before it left,
     // which beats learning that its process is gone.
     if (service) {
+      // A peer that arrived and then left (its part done) is no error.
       Status st = service(true, &busy);
-      if (!st.ok()) return st;
+      if (!st.ok()) return ready(local, target) ? Status::ok_status() : st;
     }
     for (int i = 0; i < local_size(); ++i) {
       const int32_t pid = control(i).pid.load(std::memory_order_relaxed);

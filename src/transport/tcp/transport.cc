@@ -790,12 +790,11 @@ Status TcpTransport::poll_health() {
     if (!st.ok()) fail(st);
   }
   if (!failed_.ok()) return failed_;
+  // A peer that closed is reported, not yet a failure: it may have left
+  // after doing its part of what the caller waits for (the caller decides,
+  // and fails the transport through interrupt() if it must).
   for (int q = 0; q < size_; ++q) {
-    if (!peers_[q].closed.ok()) {
-      Status why = peers_[q].closed;
-      fail(why);
-      return why;
-    }
+    if (!peers_[q].closed.ok()) return peers_[q].closed;
   }
   return Status::ok_status();
 }
