@@ -15,10 +15,23 @@ Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
   // may need one to get here) and, between sleeps, notice a dead peer.
   return a.wait_for(
       who, target, c.deadline,
-      [&c](bool deep, bool* busy) {
+      [&c, &a, who, target](bool deep, bool* busy) {
         if (c.transport.has_pending()) c.transport.progress(Deadline::at(Clock::now()));
         *busy = c.transport.has_pending();
-        return deep ? c.transport.poll_health() : Status::ok_status();
+        if (!deep) return Status::ok_status();
+        Status st = c.transport.poll_health();
+        if (!st.ok()) return st;
+        // A peer that closed its connection before arriving will not come:
+        // its process exited, or it destroyed its group.
+        for (int q = 0; q < a.local_size(); ++q) {
+          const int rank = a.local_ranks()[static_cast<size_t>(q)];
+          if ((who < 0 || q == who) && q != a.local_index() && a.arrivals_of(q) < target &&
+              c.transport.peer_gone(rank)) {
+            return network_error(c.transport.peer_name(rank) + " closed its connection before reaching " +
+                                 c.what + " (its process exited, or it destroyed the group)");
+          }
+        }
+        return Status::ok_status();
       },
       c.what);
 }
@@ -143,6 +156,11 @@ size_t single_copy_at(const shm::Arena& a, bool reduces) {
 // is the better error.
 Status read_peer(AlgoContext& c, shm::Arena& a, int q, void* into, uint64_t address, size_t bytes) {
   Status st = a.read_from(q, into, address, bytes);
+  if (st.ok() && a.left(q, c.sequence)) {
+    // It gave up before we were done: what we read may already be freed.
+    st = network_error("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) + " left " + c.what +
+                       " while this rank was reading its buffer");
+  }
   if (st.ok()) return st;
   Status why = c.transport.poll_health();
   return why.ok() ? st : why;

@@ -28,6 +28,7 @@ class SubTransport : public Transport {
   void interrupt(const Status& reason) override { parent_.interrupt(reason); }
   std::string peer_name(int peer) const override;
   Status poll_health() override { return parent_.poll_health(); }
+  bool peer_gone(int peer) const override { return parent_.peer_gone(outer(peer)); }
 
  private:
   int outer(int peer) const { return peer < 0 ? peer : members_[static_cast<size_t>(peer)]; }

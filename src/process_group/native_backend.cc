@@ -41,8 +41,11 @@ Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes) con
   return choose_algorithm(collective, bytes, transport_->size(), topology_);
 }
 
-Status NativeBackend::direct_done(Status st) {
+Status NativeBackend::direct_done(Status st, const OpContext& op) {
   if (!st.ok()) {
+    // Peers may be reading this rank's buffers in place: say it leaves
+    // before the caller can free them.
+    if (shm::Arena* arena = transport_->shared_arena()) arena->leave(op.sequence);
     transport_->interrupt(st);
     transport_->poll_health();
   }
@@ -58,7 +61,7 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
   if (algorithm.value() == Algorithm::kShmDirect) {
-    return direct_done(shm_broadcast(c, *transport_->shared_arena(), buffer, root));
+    return direct_done(shm_broadcast(c, *transport_->shared_arena(), buffer, root), op);
   }
   return cohort::broadcast(c, buffer, root);
 }
@@ -71,9 +74,9 @@ Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const
   AlgoContext c = context(op);
   Status st;
   if (algorithm.value() == Algorithm::kShmDirect) {
-    st = direct_done(shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op)));
+    st = direct_done(shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op)), op);
   } else if (algorithm.value() == Algorithm::kHierarchical) {
-    st = direct_done(hierarchical_all_reduce(c, buffer, algorithm_op(reduce_op)));
+    st = direct_done(hierarchical_all_reduce(c, buffer, algorithm_op(reduce_op)), op);
   } else {
     st = cohort::all_reduce(c, buffer, algorithm_op(reduce_op), algorithm.value());
   }
@@ -98,7 +101,7 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
   AlgoContext c = context(op);
   Status st =
       algorithm.value() == Algorithm::kShmDirect
-          ? direct_done(shm_reduce(c, *transport_->shared_arena(), input, root, algorithm_op(reduce_op)))
+          ? direct_done(shm_reduce(c, *transport_->shared_arena(), input, root, algorithm_op(reduce_op)), op)
           : cohort::reduce(c, input, root, algorithm_op(reduce_op));
   if (st.ok() && reduce_op.kind == ReduceOp::AVG && transport_->rank() == root) {
     scale(buffer.dtype, buffer.data, buffer.count, 1.0 / transport_->size());
@@ -114,7 +117,7 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
   if (algorithm.value() == Algorithm::kShmDirect) {
-    return direct_done(shm_all_gather(c, *transport_->shared_arena(), input, outputs));
+    return direct_done(shm_all_gather(c, *transport_->shared_arena(), input, outputs), op);
   }
   return cohort::all_gather(c, input, outputs);
 }
@@ -151,7 +154,8 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
   AlgoContext c = context(op);
   Status st = algorithm.value() == Algorithm::kShmDirect
                   ? direct_done(shm_reduce_scatter(c, *transport_->shared_arena(), output, views,
-                                                   algorithm_op(reduce_op)))
+                                                   algorithm_op(reduce_op)),
+                                op)
                   : cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
     scale(output.dtype, output.data, output.count, 1.0 / transport_->size());
@@ -170,7 +174,7 @@ Status NativeBackend::barrier(const OpContext& op) {
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
   if (algorithm.value() == Algorithm::kShmDirect)
-    return direct_done(shm_barrier(c, *transport_->shared_arena()));
+    return direct_done(shm_barrier(c, *transport_->shared_arena()), op);
   return cohort::barrier(c);
 }
 

@@ -41,7 +41,7 @@ class NativeBackend : public Backend {
   Result<Algorithm> choose(Collective collective, size_t bytes) const;
   // direct_done passes on a direct (shared-memory) algorithm's status; on
   // failure it first fails the transport, which tells the peers why.
-  Status direct_done(Status st);
+  Status direct_done(Status st, const OpContext& op);
   std::unique_ptr<Transport> transport_;
   Topology topology_ = Topology::kNetwork;
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)

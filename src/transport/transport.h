@@ -111,12 +111,20 @@ class Transport {
   virtual int host_of(int rank) const { return rank; }
 
   // poll_health takes in what peers sent, without waiting, and returns the
-  // error that ended this transport, or that a peer is gone (which by
-  // itself does not end the transport: the peer may have left after doing
-  // its part); ok otherwise. Algorithms that wait outside exchange() (on
-  // shared memory) call it so that a dead peer or an abort() still ends
-  // their wait.
+  // error that ended this transport (a failure a peer reported, abort(),
+  // ...); ok otherwise. A peer that only closed its connection is not an
+  // error here: it may have left after doing its part. Algorithms that wait
+  // outside exchange() (on shared memory) call it, and see dead peers by
+  // their own means (shm: the process is gone).
   virtual Status poll_health() { return Status::ok_status(); }
+
+  // peer_gone is true once `peer` closed its connection (seen by a
+  // receive, progress or poll_health); the caller judges whether the peer
+  // left before doing its part.
+  virtual bool peer_gone(int peer) const {
+    (void)peer;
+    return false;
+  }
 };
 
 }  // namespace cohort

@@ -45,6 +45,9 @@ struct RankControl {
   alignas(64) std::atomic<uint32_t> sleeping;
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> probe_address;  // of a word process_vm_readv may read
+  // The sequence of the direct operation this rank abandoned (with an
+  // error), set before its caller may free the buffers it lent to peers.
+  std::atomic<uint64_t> left_at;
 };
 static_assert(sizeof(RankControl) == 128, "two cache lines per rank");
 static_assert(offsetof(RankControl, sleeping) == 64, "arrivals and stamps share the first line");
@@ -275,6 +278,14 @@ Arena::Stamp Arena::stamp_of(int local, int half) const {
                c.stamp_bytes[half].load(std::memory_order_relaxed),
                c.stamp_op[half].load(std::memory_order_relaxed),
                c.stamp_address[half].load(std::memory_order_relaxed)};
+}
+
+void Arena::leave(uint64_t sequence) {
+  control(me_).left_at.store(sequence, std::memory_order_seq_cst);
+}
+
+bool Arena::left(int local, uint64_t sequence) const {
+  return control(local).left_at.load(std::memory_order_seq_cst) == sequence;
 }
 
 void Arena::arrive() {

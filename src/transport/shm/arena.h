@@ -56,6 +56,8 @@ class Arena {
   // wakes sleepers; arrivals() is this rank's count so far.
   void arrive();
   uint64_t arrivals() const;
+  // arrivals_of is local rank `local`'s count.
+  uint64_t arrivals_of(int local) const { return count_of(local); }
   // wait_for waits until local rank `local` (or every local rank, for -1)
   // has arrived `target` times. `service(deep)` runs now and then while
   // it waits: cheaply (deep false) every so many spins, so that the
@@ -89,6 +91,12 @@ class Arena {
   size_t single_copy_from() const { return single_copy_ ? single_copy_from_ : SIZE_MAX; }
   // oversubscribed is true when this host's ranks outnumber its cores.
   bool oversubscribed() const { return oversubscribed_; }
+  // leave records that this rank gives up direct operation `sequence` with
+  // an error; left tells whether local rank `local` gave it up. A rank
+  // that read another's buffer checks left() afterwards: a rank that left
+  // may have freed what was read.
+  void leave(uint64_t sequence);
+  bool left(int local, uint64_t sequence) const;
   // read_from copies `bytes` at `address` in local rank `local`'s process.
   Status read_from(int local, void* into, uint64_t address, size_t bytes) const;
 

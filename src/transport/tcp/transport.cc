@@ -789,14 +789,10 @@ Status TcpTransport::poll_health() {
     Status st = read_from(q);
     if (!st.ok()) fail(st);
   }
-  if (!failed_.ok()) return failed_;
-  // A peer that closed is reported, not yet a failure: it may have left
-  // after doing its part of what the caller waits for (the caller decides,
-  // and fails the transport through interrupt() if it must).
-  for (int q = 0; q < size_; ++q) {
-    if (!peers_[q].closed.ok()) return peers_[q].closed;
-  }
-  return Status::ok_status();
+  // A peer that merely closed is not reported: it may have left after
+  // doing its part of what the caller waits for. One that failed said so
+  // first (failed_ is then set), and one that died is the caller's to see.
+  return failed_;
 }
 
 }  // namespace cohort::tcp

@@ -57,6 +57,7 @@ class TcpTransport : public Transport {
   // set_hosts records every rank's host (its lowest rank), for host_of().
   void set_hosts(std::vector<int> host_of) { host_of_ = std::move(host_of); }
   Status poll_health() override;
+  bool peer_gone(int peer) const override { return !peers_[static_cast<size_t>(peer)].closed.ok(); }
 
   // attach_shm routes the messages of the peers in `arena` (this host's
   // ranks of the group) through its rings from now on. Eager only; call
