@@ -169,8 +169,7 @@ class ProcessGroup {
   void release_inline();
   void worker_loop();
   // run_task runs one operation on the thread driving the backend.
-  template <class Run>
-  void run_task(Work& work, const Run& task);
+  void run_task(Work& work, const Task& task);
   void mark_broken(std::exception_ptr error, const std::string& what);
   void check_rank(int r, const char* what) const;
 

@@ -11,24 +11,33 @@ namespace {
 // wait_until returns once local rank `who` (-1: every local rank) has
 // arrived `target` times; a dead peer, abort() or the deadline end it.
 Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+  // What the service below needs, captured by one reference so that the
+  // std::function holding it fits in place (no allocation per wait).
+  struct Wait {
+    AlgoContext& c;
+    shm::Arena& a;
+    int who;
+    uint64_t target;
+  } w{c, a, who, target};
   // While waiting, keep this rank's point-to-point requests moving (a peer
   // may need one to get here) and, between sleeps, notice a dead peer.
   return a.wait_for(
       who, target, c.deadline,
-      [&c, &a, who, target](bool deep, bool* busy) {
-        if (c.transport.has_pending()) c.transport.progress(Deadline::at(Clock::now()));
-        *busy = c.transport.has_pending();
+      [&w](bool deep, bool* busy) {
+        Transport& t = w.c.transport;
+        if (t.has_pending()) t.progress(Deadline::at(Clock::now()));
+        *busy = t.has_pending();
         if (!deep) return Status::ok_status();
-        Status st = c.transport.poll_health();
+        Status st = t.poll_health();
         if (!st.ok()) return st;
         // A peer that closed its connection before arriving will not come:
         // its process exited, or it destroyed its group.
-        for (int q = 0; q < a.local_size(); ++q) {
-          const int rank = a.local_ranks()[static_cast<size_t>(q)];
-          if ((who < 0 || q == who) && q != a.local_index() && a.arrivals_of(q) < target &&
-              c.transport.peer_gone(rank)) {
-            return network_error(c.transport.peer_name(rank) + " closed its connection before reaching " +
-                                 c.what + " (its process exited, or it destroyed the group)");
+        for (int q = 0; q < w.a.local_size(); ++q) {
+          const int rank = w.a.local_ranks()[static_cast<size_t>(q)];
+          if ((w.who < 0 || q == w.who) && q != w.a.local_index() && w.a.arrivals_of(q) < w.target &&
+              t.peer_gone(rank)) {
+            return network_error(t.peer_name(rank) + " closed its connection before reaching " + w.c.what +
+                                 " (its process exited, or it destroyed the group)");
           }
         }
         return Status::ok_status();

@@ -93,8 +93,7 @@ void ProcessGroup::worker_loop() {
   }
 }
 
-template <class Run>
-void ProcessGroup::run_task(Work& work, const Run& task) {
+void ProcessGroup::run_task(Work& work, const Task& task) {
   if (broken_) return work.complete(broken_);
   try {
     task();
@@ -111,7 +110,6 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
   // The deadline counts from the call, not from when the worker gets to it.
   const Deadline deadline = Deadline::after(timeout);
   std::shared_ptr<Work> work;
-  OpContext context{0, deadline, nullptr, nullptr};
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw InvalidArgument(op + ": group " + name_ + " is being destroyed");
@@ -125,7 +123,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
     text.append(op).append(is_collective ? " #" : " (p2p #").append(std::to_string(seq));
     text.append(is_collective ? "" : ")").append(" of group ").append(name_);
     work = std::make_shared<Work>(std::move(text));
-    context = OpContext{seq, deadline, &work->description(), work};
+    OpContext context{seq, deadline, &work->description(), work};
     queue_.emplace_back(work, [work, context, run = std::move(run)] { run(*work, context); });
   }
   cv_.notify_one();
