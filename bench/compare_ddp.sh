@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# compare_ddp.sh: cohort's DistributedDataParallel (bench/ddp_bench, under
+# cohortrun) against torch's own DDP over Gloo (bench/ddp_bench_torch.py,
+# under torch.distributed.run), side by side: the MLP 784-2048-2048-10 and
+# the tutorial's CNN, 2 ranks, batch 16 and 64 per rank, one thread per
+# rank. Each measures the step time with synchronisation and under no_sync;
+# their difference is DDP's overhead. Medians of REPS runs (each itself a
+# median of rounds); prints a markdown table.
+#
+#   bench/compare_ddp.sh [REPS=3] [EXTRA_COHORT_FLAGS...]
+#
+# Needs build/bench/ddp_bench and build/tools/cohortrun (scripts/test builds
+# them) and Debian's python3-torch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS="${1:-3}"
+shift || true
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+export OMP_NUM_THREADS=1
+for model in mlp cnn; do
+  for batch in 16 64; do
+    for ((i = 0; i < REPS; i++)); do
+      build/tools/cohortrun --standalone --nproc-per-node 2 build/bench/ddp_bench --model "$model" --batch "$batch" "$@" \
+        2>/dev/null | grep -o 'ddp_bench cohort.*' | sed "s/^/$model /" >>"$out/results"
+      /usr/bin/python3 -m torch.distributed.run --standalone --nproc-per-node 2 bench/ddp_bench_torch.py \
+        --model "$model" --batch "$batch" 2>/dev/null | grep -o 'ddp_bench torch.*' | sed "s/^/$model /" >>"$out/results"
+    done
+  done
+done
+/usr/bin/python3 - "$out/results" "$REPS" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\w+) ddp_bench (\w+) world=(\d+) batch=(\d+) sync_ms=([\d.]+) no_sync_ms=([\d.]+)", line)
+    if m:
+        model, impl, _, batch, sync, local = m.groups()
+        rows.setdefault((model, int(batch), impl), []).append((float(sync), float(local)))
+def med(v, i):
+    return statistics.median(x[i] for x in v)
+print(f"DDP step time, 2 ranks on one host, one thread each, median of {sys.argv[2]} runs\n")
+print("| model | batch/rank | cohort sync (ms) | cohort no_sync (ms) | cohort overhead (ms) "
+      "| torch sync (ms) | torch no_sync (ms) | torch overhead (ms) | overhead torch / cohort |")
+print("|---|---|---|---|---|---|---|---|---|")
+for model in ("mlp", "cnn"):
+    for batch in (16, 64):
+        c, t = rows.get((model, batch, "cohort")), rows.get((model, batch, "torch"))
+        if not c or not t:
+            continue
+        co, to = med(c, 0) - med(c, 1), med(t, 0) - med(t, 1)
+        ratio = f"{to / co:.1f}" if co > 0.05 else "n/a (cohort overhead below noise)"
+        print(f"| {model} | {batch} | {med(c,0):.2f} | {med(c,1):.2f} | {co:.2f} | {med(t,0):.2f} | {med(t,1):.2f} "
+              f"| {to:.2f} | {ratio} |")
+PY

@@ -1,0 +1,119 @@
+// ddp_bench: the step time of DistributedDataParallel with and without
+// gradient synchronisation (no_sync), whose difference is DDP's overhead.
+// bench/ddp_bench_torch.py is its twin on torch's DDP over Gloo;
+// bench/compare_ddp.sh runs both side by side. Launch with env:// (cohortrun).
+//
+//   ddp_bench --model mlp|cnn --batch 64 --steps 30 --rounds 5
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cohort/ddp.h"
+#include "cohort/distributed.h"
+
+namespace {
+
+// The tutorial's CNN.
+struct CnnImpl : torch::nn::Module {
+  CnnImpl()
+      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 10, 5)))),
+        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(10, 20, 5)))),
+        fc1(register_module("fc1", torch::nn::Linear(320, 50))),
+        fc2(register_module("fc2", torch::nn::Linear(50, 10))) {}
+  at::Tensor forward(at::Tensor x) {
+    x = torch::relu(torch::max_pool2d(conv1(x), 2));
+    x = torch::relu(torch::max_pool2d(conv2(x), 2));
+    x = torch::relu(fc1(x.view({-1, 320})));
+    return torch::log_softmax(fc2(x), 1);
+  }
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Linear fc1, fc2;
+};
+TORCH_MODULE(Cnn);
+
+// A 784-2048-2048-10 MLP (5.8M parameters).
+struct MlpImpl : torch::nn::Module {
+  MlpImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(784, 2048))),
+        fc2(register_module("fc2", torch::nn::Linear(2048, 2048))),
+        fc3(register_module("fc3", torch::nn::Linear(2048, 10))) {}
+  at::Tensor forward(at::Tensor x) {
+    x = torch::relu(fc1(x.view({x.size(0), 784})));
+    x = torch::relu(fc2(x));
+    return torch::log_softmax(fc3(x), 1);
+  }
+  torch::nn::Linear fc1, fc2, fc3;
+};
+TORCH_MODULE(Mlp);
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+template <class Model>
+void run(Model model, int batch, int steps, int rounds) {
+  cohort::DistributedDataParallel<Model> ddp(model);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  at::Tensor x = torch::randn({batch, 1, 28, 28});
+  at::Tensor y = torch::randint(0, 10, {batch}, torch::kInt64);
+  auto step = [&] {
+    opt.zero_grad();
+    torch::nll_loss(ddp.forward(x), y).backward();
+    opt.step();
+  };
+  // Per round: `steps` synchronised steps, then `steps` under no_sync;
+  // the median over rounds of each mean step time.
+  std::vector<double> sync_ms, local_ms;
+  for (int w = 0; w < 5; ++w) step();
+  for (int r = 0; r < rounds; ++r) {
+    cohort::barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int s = 0; s < steps; ++s) step();
+    auto t1 = std::chrono::steady_clock::now();
+    {
+      auto guard = ddp.no_sync();
+      for (int s = 0; s < steps; ++s) step();
+    }
+    auto t2 = std::chrono::steady_clock::now();
+    sync_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() / steps);
+    local_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count() / steps);
+  }
+  // Rank 0 reports the slower rank's numbers (the job runs at its pace).
+  double result[2] = {median(sync_ms), median(local_ms)};
+  cohort::AllReduceOptions o;
+  o.op = cohort::ReduceOp::MAX;
+  cohort::all_reduce(cohort::Buffer::of(result, 2), o);
+  if (cohort::get_rank() == 0) {
+    std::printf("ddp_bench cohort world=%d batch=%d sync_ms=%.2f no_sync_ms=%.2f overhead_ms=%.2f\n",
+                cohort::get_world_size(), batch, result[0], result[1], result[0] - result[1]);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model = "mlp";
+  int batch = 64, steps = 20, rounds = 5;
+  CLI::App app{"DDP step time with and without gradient synchronisation"};
+  app.add_option("--model", model, "mlp (784-2048-2048-10) or cnn (the tutorial's)")
+      ->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--batch", batch, "samples per rank")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "steps per measurement")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "measurements (the median is reported)")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  at::set_num_threads(1);
+  torch::manual_seed(0);
+  cohort::init_process_group();
+  if (model == "mlp") {
+    run(Mlp(), batch, steps, rounds);
+  } else {
+    run(Cnn(), batch, steps, rounds);
+  }
+  cohort::destroy_process_group();
+}

@@ -1,0 +1,89 @@
+# ddp_bench_torch.py: bench/ddp_bench.cc's twin on torch's own
+# DistributedDataParallel over Gloo (Debian's python3-torch; run it with
+# /usr/bin/python3 under torch.distributed.run). Same models, same steps,
+# same output line.
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10, 5)
+        self.conv2 = nn.Conv2d(10, 20, 5)
+        self.fc1 = nn.Linear(320, 50)
+        self.fc2 = nn.Linear(50, 10)
+
+    def forward(self, x):
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2(x), 2))
+        x = F.relu(self.fc1(x.view(-1, 320)))
+        return F.log_softmax(self.fc2(x), 1)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 2048)
+        self.fc2 = nn.Linear(2048, 2048)
+        self.fc3 = nn.Linear(2048, 10)
+
+    def forward(self, x):
+        x = F.relu(self.fc1(x.view(x.size(0), 784)))
+        x = F.relu(self.fc2(x))
+        return F.log_softmax(self.fc3(x), 1)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=5)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    dist.init_process_group("gloo")
+    model = Mlp() if a.model == "mlp" else Cnn()
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(a.batch, 1, 28, 28)
+    y = torch.randint(0, 10, (a.batch,))
+
+    def step():
+        opt.zero_grad()
+        F.nll_loss(ddp(x), y).backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    sync_ms, local_ms = [], []
+    for _ in range(a.rounds):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            step()
+        t1 = time.perf_counter()
+        with ddp.no_sync():
+            for _ in range(a.steps):
+                step()
+        t2 = time.perf_counter()
+        sync_ms.append((t1 - t0) * 1e3 / a.steps)
+        local_ms.append((t2 - t1) * 1e3 / a.steps)
+    result = torch.tensor([statistics.median(sync_ms), statistics.median(local_ms)], dtype=torch.float64)
+    dist.all_reduce(result, op=dist.ReduceOp.MAX)
+    if dist.get_rank() == 0:
+        s, l = result.tolist()
+        print(f"ddp_bench torch world={dist.get_world_size()} batch={a.batch} "
+              f"sync_ms={s:.2f} no_sync_ms={l:.2f} overhead_ms={s - l:.2f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
