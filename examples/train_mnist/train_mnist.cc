@@ -84,15 +84,16 @@ double accuracy(Net& model, const cohort::Dataset& test) {
   return counts[0].item<double>() / counts[1].item<double>();
 }
 
-void progress(int epoch, int epochs, int64_t done, int64_t total, double loss, double acc, double samples_per_s,
-              double comm_s, double exposed_s, bool final_line) {
+void progress(int epoch, int epochs, int64_t done, int64_t total, double loss, double acc,
+              double samples_per_s, double comm_s, double exposed_s, bool final_line) {
   constexpr int kWidth = 24;
   const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(total, 1));
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '.');
-  std::printf("epoch %d/%d [%s] %3d%%  loss %.4f  acc %5.1f%%  %6.0f samples/s  comm %.2f s (exposed %.2f s)%s\n",
-              epoch, epochs, bar.c_str(), static_cast<int>(100 * done / std::max<int64_t>(total, 1)), loss,
-              100 * acc, samples_per_s, comm_s, exposed_s, final_line ? "" : " ...");
+  std::printf(
+      "epoch %d/%d [%s] %3d%%  loss %.4f  acc %5.1f%%  %6.0f samples/s  comm %.2f s (exposed %.2f s)%s\n",
+      epoch, epochs, bar.c_str(), static_cast<int>(100 * done / std::max<int64_t>(total, 1)), loss, 100 * acc,
+      samples_per_s, comm_s, exposed_s, final_line ? "" : " ...");
   std::fflush(stdout);
 }
 
@@ -106,7 +107,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", a.batch_size, "samples per rank per step")->check(CLI::PositiveNumber);
   app.add_option("--lr", a.lr, "SGD learning rate");
   app.add_option("--momentum", a.momentum, "SGD momentum");
-  app.add_option("--train-samples", a.train_samples, "generated training samples")->check(CLI::PositiveNumber);
+  app.add_option("--train-samples", a.train_samples, "generated training samples")
+      ->check(CLI::PositiveNumber);
   app.add_option("--test-samples", a.test_samples, "generated test samples")->check(CLI::PositiveNumber);
   app.add_option("--checkpoint", a.checkpoint, "checkpoint file, written every epoch");
   app.add_flag("--resume", a.resume, "continue from --checkpoint if it exists");
@@ -118,8 +120,8 @@ int main(int argc, char** argv) {
   const int rank = cohort::get_rank(), world = cohort::get_world_size();
 
   const auto t_data = std::chrono::steady_clock::now();
-  cohort::Dataset train = a.data.empty() ? cohort::synthetic_mnist(a.train_samples, a.seed)
-                                         : cohort::read_mnist(a.data, true);
+  cohort::Dataset train =
+      a.data.empty() ? cohort::synthetic_mnist(a.train_samples, a.seed) : cohort::read_mnist(a.data, true);
   cohort::Dataset test = a.data.empty() ? cohort::synthetic_mnist(a.test_samples, a.seed + 1)
                                         : cohort::read_mnist(a.data, false);
   if (rank == 0) {
@@ -149,7 +151,8 @@ int main(int argc, char** argv) {
     double loss_sum = 0;
     int64_t correct = 0, seen = 0;
     for (int64_t step = 0; step < steps; ++step) {
-      at::Tensor idx = order.slice(0, step * a.batch_size, std::min((step + 1) * a.batch_size, order.size(0)));
+      at::Tensor idx =
+          order.slice(0, step * a.batch_size, std::min((step + 1) * a.batch_size, order.size(0)));
       at::Tensor data = train.images.index_select(0, idx), target = train.labels.index_select(0, idx);
       optimizer.zero_grad();
       at::Tensor output = ddp.forward(data);
@@ -164,8 +167,8 @@ int main(int argc, char** argv) {
         const cohort::DDPStats now = ddp.stats();
         progress(epoch + 1, a.epochs, step + 1, steps, loss_sum / static_cast<double>(step + 1),
                  static_cast<double>(correct) / static_cast<double>(seen),
-                 static_cast<double>(seen * world) / seconds_since(t_epoch), now.comm_seconds - before.comm_seconds,
-                 now.exposed_seconds - before.exposed_seconds, last);
+                 static_cast<double>(seen * world) / seconds_since(t_epoch),
+                 now.comm_seconds - before.comm_seconds, now.exposed_seconds - before.exposed_seconds, last);
       }
     }
     cohort::save_checkpoint(a.checkpoint, *model, optimizer, epoch + 1);
@@ -177,8 +180,8 @@ int main(int argc, char** argv) {
   }
   const double final_accuracy = accuracy(model, test);
   if (rank == 0) {
-    std::printf("trained %d epochs on %d ranks in %.1f s; test accuracy: %.2f%%\n", a.epochs - start_epoch, world,
-                seconds_since(t_train), 100 * final_accuracy);
+    std::printf("trained %d epochs on %d ranks in %.1f s; test accuracy: %.2f%%\n", a.epochs - start_epoch,
+                world, seconds_since(t_train), 100 * final_accuracy);
   }
   cohort::destroy_process_group();
   return 0;

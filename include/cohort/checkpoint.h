@@ -26,6 +26,7 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& module,
 // load_checkpoint reads `path` into module and optimizer and returns the
 // step saved with them. Throws InvalidArgument naming the path when it is
 // missing or is not a cohort checkpoint.
-int64_t load_checkpoint(const std::string& path, torch::nn::Module& module, torch::optim::Optimizer& optimizer);
+int64_t load_checkpoint(const std::string& path, torch::nn::Module& module,
+                        torch::optim::Optimizer& optimizer);
 
 }  // namespace cohort

@@ -17,7 +17,8 @@ namespace cohort {
 
 // future_of returns a future completed with `result` (or the error) when
 // `work` completes: the bridge from cohort's Work to a hook's future.
-c10::intrusive_ptr<c10::ivalue::Future> future_of(const std::shared_ptr<Work>& work, const at::Tensor& result);
+c10::intrusive_ptr<c10::ivalue::Future> future_of(const std::shared_ptr<Work>& work,
+                                                  const at::Tensor& result);
 
 // allreduce_hook: the average, in the bucket's dtype (DDP's default).
 CommHook allreduce_hook();

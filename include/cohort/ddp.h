@@ -57,8 +57,12 @@ class GradBucket {
  public:
   GradBucket(size_t index, bool is_last, at::Tensor buffer, std::vector<at::Tensor> gradients,
              std::vector<at::Tensor> parameters, std::shared_ptr<ProcessGroup> group)
-      : index_(index), is_last_(is_last), buffer_(std::move(buffer)), gradients_(std::move(gradients)),
-        parameters_(std::move(parameters)), group_(std::move(group)) {}
+      : index_(index),
+        is_last_(is_last),
+        buffer_(std::move(buffer)),
+        gradients_(std::move(gradients)),
+        parameters_(std::move(parameters)),
+        group_(std::move(group)) {}
   // index is the bucket's position; buckets are reduced in index order.
   size_t index() const { return index_; }
   bool is_last() const { return is_last_; }
@@ -86,9 +90,9 @@ using CommHook = std::function<c10::intrusive_ptr<c10::ivalue::Future>(GradBucke
 
 // DDPStats: what the last iterations cost, for progress bars and tests.
 struct DDPStats {
-  int64_t iterations = 0;         // synchronised backward passes
-  double comm_seconds = 0;        // summed over iterations: first launch to last completion
-  double exposed_seconds = 0;     // summed: time the end of backward waited for communication
+  int64_t iterations = 0;            // synchronised backward passes
+  double comm_seconds = 0;           // summed over iterations: first launch to last completion
+  double exposed_seconds = 0;        // summed: time the end of backward waited for communication
   std::vector<size_t> bucket_bytes;  // current buckets, in reduction order
   bool buckets_rebuilt = false;
   // In the last iteration: how many parameters still had no gradient when

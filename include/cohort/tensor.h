@@ -69,7 +69,7 @@ void send(const at::Tensor& tensor, int dst, const GroupPtr& group = nullptr, in
 // recv returns the sender's rank (useful with kAnySourceRank).
 int recv(const at::Tensor& tensor, int src = kAnySourceRank, const GroupPtr& group = nullptr, int tag = 0);
 std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, const GroupPtr& group = nullptr, int tag = 0);
-std::shared_ptr<Work> irecv(const at::Tensor& tensor, int src = kAnySourceRank, const GroupPtr& group = nullptr,
-                            int tag = 0);
+std::shared_ptr<Work> irecv(const at::Tensor& tensor, int src = kAnySourceRank,
+                            const GroupPtr& group = nullptr, int tag = 0);
 
 }  // namespace cohort

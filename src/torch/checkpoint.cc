@@ -4,10 +4,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <torch/serialize/archive.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <torch/serialize/archive.h>
 
 #include "cohort/errors.h"
 
@@ -61,10 +61,12 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& module,
   o.op = ReduceOp::MAX;
   g->all_reduce(Buffer::of(&failed, 1), o);
   if (!error.empty()) throw Error(error);
-  if (failed) throw Error("checkpoint " + path + " was not written: rank 0 failed to save it (see its error)");
+  if (failed)
+    throw Error("checkpoint " + path + " was not written: rank 0 failed to save it (see its error)");
 }
 
-int64_t load_checkpoint(const std::string& path, torch::nn::Module& module, torch::optim::Optimizer& optimizer) {
+int64_t load_checkpoint(const std::string& path, torch::nn::Module& module,
+                        torch::optim::Optimizer& optimizer) {
   if (::access(path.c_str(), R_OK) != 0) {
     throw InvalidArgument("checkpoint " + path + " cannot be read: " + std::strerror(errno));
   }

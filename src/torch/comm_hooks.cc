@@ -161,7 +161,8 @@ c10::intrusive_ptr<c10::ivalue::Future> powersgd(PowerSGDState& state, GradBucke
 
 }  // namespace
 
-c10::intrusive_ptr<c10::ivalue::Future> future_of(const std::shared_ptr<Work>& work, const at::Tensor& result) {
+c10::intrusive_ptr<c10::ivalue::Future> future_of(const std::shared_ptr<Work>& work,
+                                                  const at::Tensor& result) {
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
   work->then([future, result](Work& w) {
     if (w.exception()) {
@@ -181,8 +182,12 @@ CommHook allreduce_hook() {
   };
 }
 
-CommHook fp16_compress_hook() { return compress_hook(at::kHalf); }
-CommHook bf16_compress_hook() { return compress_hook(at::kBFloat16); }
+CommHook fp16_compress_hook() {
+  return compress_hook(at::kHalf);
+}
+CommHook bf16_compress_hook() {
+  return compress_hook(at::kBFloat16);
+}
 
 CommHook powersgd_hook(PowerSGDOptions options) {
   if (options.matrix_approximation_rank < 1) {

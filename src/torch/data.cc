@@ -18,7 +18,11 @@ namespace cohort {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, int rank, bool shuffle,
                                        uint64_t seed, bool drop_last)
-    : dataset_size_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
+    : dataset_size_(dataset_size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
       drop_last_(drop_last) {
   if (num_replicas_ < 0) num_replicas_ = get_world_size();
   if (rank_ < 0) rank_ = get_rank();
@@ -71,15 +75,16 @@ DataPartitioner::DataPartitioner(int64_t dataset_size, const std::vector<double>
   for (double fraction : sizes) {
     const size_t length = static_cast<size_t>(fraction * static_cast<double>(dataset_size));
     const size_t end = std::min(indexes.size(), start + length);
-    partitions_.emplace_back(indexes.begin() + static_cast<long>(start), indexes.begin() + static_cast<long>(end));
+    partitions_.emplace_back(indexes.begin() + static_cast<long>(start),
+                             indexes.begin() + static_cast<long>(end));
     start = end;
   }
 }
 
 const std::vector<int64_t>& DataPartitioner::use(int partition) const {
   if (partition < 0 || static_cast<size_t>(partition) >= partitions_.size()) {
-    throw InvalidArgument("DataPartitioner::use: partition " + std::to_string(partition) + " does not exist (" +
-                          std::to_string(partitions_.size()) + " partitions)");
+    throw InvalidArgument("DataPartitioner::use: partition " + std::to_string(partition) +
+                          " does not exist (" + std::to_string(partitions_.size()) + " partitions)");
   }
   return partitions_[static_cast<size_t>(partition)];
 }
@@ -106,8 +111,8 @@ std::vector<uint8_t> read_payload(std::istream& in, size_t bytes, const std::str
   std::vector<uint8_t> data(bytes);
   in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(bytes));
   if (static_cast<size_t>(in.gcount()) != bytes) {
-    throw InvalidArgument(path + " is truncated: expected " + std::to_string(bytes) + " bytes of data, found " +
-                          std::to_string(in.gcount()));
+    throw InvalidArgument(path + " is truncated: expected " + std::to_string(bytes) +
+                          " bytes of data, found " + std::to_string(in.gcount()));
   }
   return data;
 }
@@ -124,20 +129,20 @@ Dataset read_idx(const std::string& images_path, const std::string& labels_path)
   if (!labels) throw InvalidArgument("cannot open MNIST labels " + labels_path);
   const uint32_t image_magic = read_be32(images, images_path);
   if (image_magic != 2051) {
-    throw InvalidArgument(images_path + " is not an IDX image file: magic number " + std::to_string(image_magic) +
-                          ", expected 2051");
+    throw InvalidArgument(images_path + " is not an IDX image file: magic number " +
+                          std::to_string(image_magic) + ", expected 2051");
   }
   const uint32_t n = read_be32(images, images_path), rows = read_be32(images, images_path),
                  cols = read_be32(images, images_path);
   const uint32_t label_magic = read_be32(labels, labels_path);
   if (label_magic != 2049) {
-    throw InvalidArgument(labels_path + " is not an IDX label file: magic number " + std::to_string(label_magic) +
-                          ", expected 2049");
+    throw InvalidArgument(labels_path + " is not an IDX label file: magic number " +
+                          std::to_string(label_magic) + ", expected 2049");
   }
   const uint32_t label_count = read_be32(labels, labels_path);
   if (label_count != n) {
-    throw InvalidArgument(images_path + " holds " + std::to_string(n) + " images but " + labels_path + " holds " +
-                          std::to_string(label_count) + " labels");
+    throw InvalidArgument(images_path + " holds " + std::to_string(n) + " images but " + labels_path +
+                          " holds " + std::to_string(label_count) + " labels");
   }
   auto pixels = read_payload(images, size_t{n} * rows * cols, images_path);
   auto classes = read_payload(labels, n, labels_path);
@@ -167,7 +172,8 @@ void write_idx(const std::string& images_path, const std::string& labels_path, c
   write_be32(out_labels, 2049);
   write_be32(out_labels, static_cast<uint32_t>(classes.numel()));
   out_labels.write(reinterpret_cast<const char*>(classes.data_ptr<uint8_t>()), classes.numel());
-  if (!images || !out_labels) throw InvalidArgument("cannot write IDX files " + images_path + ", " + labels_path);
+  if (!images || !out_labels)
+    throw InvalidArgument("cannot write IDX files " + images_path + ", " + labels_path);
 }
 
 // ---- MNIST: generated -----------------------------------------------------
@@ -179,9 +185,9 @@ namespace {
 constexpr uint8_t kSegmentsOf[10] = {0b0111111, 0b0000110, 0b1011011, 0b1001111, 0b1100110,
                                      0b1101101, 0b1111101, 0b0000111, 0b1111111, 0b1101111};
 // Segment ends in figure units: x in [-0.5, 0.5], y in [-1, 1], y down.
-constexpr float kSegments[7][4] = {
-    {-0.5f, -1, 0.5f, -1}, {0.5f, -1, 0.5f, 0}, {0.5f, 0, 0.5f, 1}, {-0.5f, 1, 0.5f, 1},
-    {-0.5f, 0, -0.5f, 1},  {-0.5f, -1, -0.5f, 0}, {-0.5f, 0, 0.5f, 0}};
+constexpr float kSegments[7][4] = {{-0.5f, -1, 0.5f, -1}, {0.5f, -1, 0.5f, 0},  {0.5f, 0, 0.5f, 1},
+                                   {-0.5f, 1, 0.5f, 1},   {-0.5f, 0, -0.5f, 1}, {-0.5f, -1, -0.5f, 0},
+                                   {-0.5f, 0, 0.5f, 0}};
 
 float distance_to_segment(float px, float py, float ax, float ay, float bx, float by) {
   const float dx = bx - ax, dy = by - ay;
@@ -228,7 +234,8 @@ Dataset synthetic_mnist(int64_t n, uint64_t seed) {
       const int y1 = std::min(27, static_cast<int>(std::max(e[1], e[3]) + reach) + 1);
       for (int y = y0; y <= y1; ++y) {
         for (int x = x0; x <= x1; ++x) {
-          const float d = distance_to_segment(static_cast<float>(x), static_cast<float>(y), e[0], e[1], e[2], e[3]);
+          const float d =
+              distance_to_segment(static_cast<float>(x), static_cast<float>(y), e[0], e[1], e[2], e[3]);
           img[y * 28 + x] = std::min(img[y * 28 + x], d * d);
         }
       }

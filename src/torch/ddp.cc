@@ -125,7 +125,8 @@ DistributedDataParallelBase::DistributedDataParallelBase(std::shared_ptr<torch::
     params.push_back(item.value());
     names.push_back(item.key());
   }
-  for (const auto& item : module_->named_buffers()) description += describe("buffer", item.key(), item.value()) + "\n";
+  for (const auto& item : module_->named_buffers())
+    description += describe("buffer", item.key(), item.value()) + "\n";
   check_same_model(*group_, description);
   broadcast_state(0);
   reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, options_);
@@ -138,11 +139,17 @@ DistributedDataParallelBase::NoSyncGuard::NoSyncGuard(DistributedDataParallelBas
   ddp_.require_backward_grad_sync_ = false;
 }
 
-DistributedDataParallelBase::NoSyncGuard::~NoSyncGuard() { ddp_.require_backward_grad_sync_ = previous_; }
+DistributedDataParallelBase::NoSyncGuard::~NoSyncGuard() {
+  ddp_.require_backward_grad_sync_ = previous_;
+}
 
-void DistributedDataParallelBase::register_comm_hook(CommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
+void DistributedDataParallelBase::register_comm_hook(CommHook hook) {
+  reducer_->register_comm_hook(std::move(hook));
+}
 
-DDPStats DistributedDataParallelBase::stats() const { return reducer_->stats(); }
+DDPStats DistributedDataParallelBase::stats() const {
+  return reducer_->stats();
+}
 
 void DistributedDataParallelBase::sync_buffers(int src) {
   std::vector<at::Tensor> buffers = module_->buffers();

@@ -21,13 +21,15 @@ int32_t count_active(ProcessGroup& group, int32_t mine) {
 
 }  // namespace
 
-Join::Join(std::vector<Joinable*> joinables, bool enable) : joinables_(std::move(joinables)), enabled_(enable) {
+Join::Join(std::vector<Joinable*> joinables, bool enable)
+    : joinables_(std::move(joinables)), enabled_(enable) {
   if (!enabled_) return;
   if (joinables_.empty()) throw InvalidArgument("Join needs at least one joinable");
   for (Joinable* j : joinables_) {
     if (j == nullptr) throw InvalidArgument("Join was given a null joinable");
   }
-  if (current_join != nullptr) throw InvalidArgument("Join contexts do not nest: one is already active on this thread");
+  if (current_join != nullptr)
+    throw InvalidArgument("Join contexts do not nest: one is already active on this thread");
   previous_ = current_join;
   current_join = this;
   current_first = joinables_.front();

@@ -34,18 +34,20 @@ std::string name_list(const std::vector<std::string>& names, const std::vector<s
 // alias_of shares `view`'s memory without being an autograd view: libtorch's
 // Optimizer::zero_grad() detaches gradients in place, which views refuse.
 at::Tensor alias_of(const at::Tensor& view) {
-  return at::empty({0}, view.options()).set_(view.storage(), view.storage_offset(), view.sizes(), view.strides());
+  return at::empty({0}, view.options())
+      .set_(view.storage(), view.storage_offset(), view.sizes(), view.strides());
 }
 
 }  // namespace
 
-Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, std::shared_ptr<ProcessGroup> group,
-                 const DDPOptions& options)
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
+                 std::shared_ptr<ProcessGroup> group, const DDPOptions& options)
     : params_(std::move(params)), names_(std::move(names)), group_(std::move(group)), options_(options) {
   if (options_.bucket_cap_mb <= 0 || options_.first_bucket_cap_mb <= 0) {
-    throw InvalidArgument("DistributedDataParallel: bucket_cap_mb and first_bucket_cap_mb must be positive (got " +
-                          std::to_string(options_.bucket_cap_mb) + " and " +
-                          std::to_string(options_.first_bucket_cap_mb) + ")");
+    throw InvalidArgument(
+        "DistributedDataParallel: bucket_cap_mb and first_bucket_cap_mb must be positive (got " +
+        std::to_string(options_.bucket_cap_mb) + " and " + std::to_string(options_.first_bucket_cap_mb) +
+        ")");
   }
   ready_.assign(params_.size(), 0);
   locally_used_.assign(params_.size(), 0);
@@ -86,7 +88,8 @@ void Reducer::install_hook(size_t i) {
 void Reducer::register_comm_hook(CommHook hook) {
   if (hook_) throw InvalidArgument("DistributedDataParallel: register_comm_hook may be called only once");
   if (iterations_ > 0) {
-    throw InvalidArgument("DistributedDataParallel: register_comm_hook must be called before the first backward");
+    throw InvalidArgument(
+        "DistributedDataParallel: register_comm_hook must be called before the first backward");
   }
   hook_ = std::move(hook);
 }
@@ -257,7 +260,8 @@ c10::intrusive_ptr<c10::ivalue::Future> Reducer::reduce_bucket(size_t b) {
   if (hook_) {
     std::vector<at::Tensor> params;
     for (size_t index : bucket.params) params.push_back(params_[index]);
-    GradBucket grad_bucket(b, b + 1 == buckets_.size(), bucket.contents, bucket.views, std::move(params), group_);
+    GradBucket grad_bucket(b, b + 1 == buckets_.size(), bucket.contents, bucket.views, std::move(params),
+                           group_);
     auto future = hook_(grad_bucket);
     if (!future) throw InvalidArgument("DistributedDataParallel: the communication hook returned no future");
     return future;
@@ -360,7 +364,8 @@ void Reducer::finalize() {
   for (auto& b : buckets_) last_done = std::max(last_done, b.done_ns->load());
   if (!buckets_.empty()) {
     const int64_t first_launch =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(buckets_.front().launched.time_since_epoch()).count();
+        std::chrono::duration_cast<std::chrono::nanoseconds>(buckets_.front().launched.time_since_epoch())
+            .count();
     comm_seconds_ += static_cast<double>(std::max<int64_t>(0, last_done - first_launch)) * 1e-9;
   }
   std::vector<int32_t> globally_used;

@@ -34,16 +34,26 @@ std::shared_ptr<Work> keep_alive(std::shared_ptr<Work> work, std::vector<at::Ten
 
 DType to_dtype(at::ScalarType type, const char* what) {
   switch (type) {
-    case at::kFloat: return DType::kFloat32;
-    case at::kDouble: return DType::kFloat64;
-    case at::kHalf: return DType::kFloat16;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kChar: return DType::kInt8;
-    case at::kByte: return DType::kUInt8;
-    case at::kShort: return DType::kInt16;
-    case at::kInt: return DType::kInt32;
-    case at::kLong: return DType::kInt64;
-    case at::kBool: return DType::kBool;
+    case at::kFloat:
+      return DType::kFloat32;
+    case at::kDouble:
+      return DType::kFloat64;
+    case at::kHalf:
+      return DType::kFloat16;
+    case at::kBFloat16:
+      return DType::kBFloat16;
+    case at::kChar:
+      return DType::kInt8;
+    case at::kByte:
+      return DType::kUInt8;
+    case at::kShort:
+      return DType::kInt16;
+    case at::kInt:
+      return DType::kInt32;
+    case at::kLong:
+      return DType::kInt64;
+    case at::kBool:
+      return DType::kBool;
     default:
       throw InvalidArgument(std::string(what) + " has dtype " + c10::toString(type) +
                             ", which cohort does not communicate (use float32/64, float16, bfloat16, "
@@ -53,23 +63,34 @@ DType to_dtype(at::ScalarType type, const char* what) {
 
 at::ScalarType to_scalar_type(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return at::kFloat;
-    case DType::kFloat64: return at::kDouble;
-    case DType::kFloat16: return at::kHalf;
-    case DType::kBFloat16: return at::kBFloat16;
-    case DType::kInt8: return at::kChar;
-    case DType::kUInt8: return at::kByte;
-    case DType::kInt16: return at::kShort;
-    case DType::kInt32: return at::kInt;
-    case DType::kInt64: return at::kLong;
-    case DType::kBool: return at::kBool;
+    case DType::kFloat32:
+      return at::kFloat;
+    case DType::kFloat64:
+      return at::kDouble;
+    case DType::kFloat16:
+      return at::kHalf;
+    case DType::kBFloat16:
+      return at::kBFloat16;
+    case DType::kInt8:
+      return at::kChar;
+    case DType::kUInt8:
+      return at::kByte;
+    case DType::kInt16:
+      return at::kShort;
+    case DType::kInt32:
+      return at::kInt;
+    case DType::kInt64:
+      return at::kLong;
+    case DType::kBool:
+      return at::kBool;
   }
   return at::kFloat;
 }
 
 Buffer to_buffer(const at::Tensor& tensor, const char* what) {
   if (!tensor.defined()) throw InvalidArgument(std::string(what) + " is an undefined tensor");
-  if (tensor.is_sparse()) throw InvalidArgument(std::string(what) + " is sparse; cohort communicates dense tensors");
+  if (tensor.is_sparse())
+    throw InvalidArgument(std::string(what) + " is sparse; cohort communicates dense tensors");
   if (!tensor.is_contiguous()) {
     throw InvalidArgument(std::string(what) + " is not contiguous (shape " + shape_text(tensor.sizes()) +
                           ", strides " + shape_text(tensor.strides()) + "); call .contiguous() first");
@@ -87,7 +108,8 @@ Buffer to_buffer(const at::Tensor& tensor, const char* what) {
   return b;
 }
 
-std::shared_ptr<Work> all_reduce(const at::Tensor& tensor, ReduceOp op, const GroupPtr& group, bool async_op) {
+std::shared_ptr<Work> all_reduce(const at::Tensor& tensor, ReduceOp op, const GroupPtr& group,
+                                 bool async_op) {
   AllReduceOptions o;
   o.op = op;
   o.async_op = async_op;
@@ -137,9 +159,9 @@ std::shared_ptr<Work> gather(const at::Tensor& tensor, const std::vector<at::Ten
   o.async_op = async_op;
   auto held = gather_list;
   held.push_back(tensor);
-  return keep_alive(
-      gather(to_buffers(gather_list, "gather's gather_list entry"), to_buffer(tensor, "gather's tensor"), o, group),
-      std::move(held));
+  return keep_alive(gather(to_buffers(gather_list, "gather's gather_list entry"),
+                           to_buffer(tensor, "gather's tensor"), o, group),
+                    std::move(held));
 }
 
 std::shared_ptr<Work> scatter(const at::Tensor& tensor, const std::vector<at::Tensor>& scatter_list, int src,
@@ -197,20 +219,20 @@ std::shared_ptr<Work> all_to_all_single(const at::Tensor& output, const at::Tens
     std::vector<size_t> out;
     const int64_t row = t.dim() == 0 || t.size(0) == 0 ? 1 : t.numel() / t.size(0);
     for (int64_t r : rows) {
-      if (r < 0) throw InvalidArgument(std::string("all_to_all_single: ") + what + " has a negative size " +
-                                       std::to_string(r));
+      if (r < 0)
+        throw InvalidArgument(std::string("all_to_all_single: ") + what + " has a negative size " +
+                              std::to_string(r));
       out.push_back(static_cast<size_t>(r * row));
     }
     return out;
   };
   AllToAllOptions o;
   o.async_op = async_op;
-  return keep_alive(
-      all_to_all_single(to_buffer(output, "all_to_all_single's output"),
-                        to_buffer(input, "all_to_all_single's input"),
-                        to_elements(output_split_sizes, output, "output_split_sizes"),
-                        to_elements(input_split_sizes, input, "input_split_sizes"), o, group),
-      {output, input});
+  return keep_alive(all_to_all_single(to_buffer(output, "all_to_all_single's output"),
+                                      to_buffer(input, "all_to_all_single's input"),
+                                      to_elements(output_split_sizes, output, "output_split_sizes"),
+                                      to_elements(input_split_sizes, input, "input_split_sizes"), o, group),
+                    {output, input});
 }
 
 void send(const at::Tensor& tensor, int dst, const GroupPtr& group, int tag) {

@@ -34,7 +34,8 @@ TEST(TensorCollectives, TakeTensorsWithTorchSignatures) {
     for (int q = 0; q < 3; ++q) parts.push_back(torch::empty({2}, torch::kBFloat16));
     auto work = all_gather(parts, torch::full({2}, static_cast<float>(rank)).to(torch::kBFloat16), g, true);
     work->wait();
-    for (int q = 0; q < 3; ++q) EXPECT_EQ(parts[static_cast<size_t>(q)][1].item<float>(), static_cast<float>(q));
+    for (int q = 0; q < 3; ++q)
+      EXPECT_EQ(parts[static_cast<size_t>(q)][1].item<float>(), static_cast<float>(q));
 
     // Uneven all_to_all_single: rank r sends r+1 rows to each peer.
     at::Tensor in = torch::full({3 * (rank + 1), 2}, static_cast<double>(rank), torch::kFloat64);

@@ -57,7 +57,8 @@ at::Tensor input_of(int step, int micro, int rank, int batch) {
   return at::randn({batch, 8}, gen, at::kFloat);
 }
 at::Tensor target_of(int step, int micro, int rank, int batch) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(7777 + 1000 * step + 10 * micro + rank));
+  auto gen =
+      at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(7777 + 1000 * step + 10 * micro + rank));
   return at::randn({batch, 4}, gen, at::kFloat);
 }
 
@@ -69,8 +70,8 @@ std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& ts) {
 
 struct Outcome {
   std::mutex mu;
-  std::vector<at::Tensor> initial;                  // rank 0's, after DDP's broadcast
-  std::vector<std::vector<at::Tensor>> finals;      // per rank
+  std::vector<at::Tensor> initial;              // rank 0's, after DDP's broadcast
+  std::vector<std::vector<at::Tensor>> finals;  // per rank
   std::vector<DDPStats> stats;
 };
 
@@ -306,8 +307,9 @@ TEST(DistributedDataParallel, DifferentModelsAcrossRanksAreNamedAtConstruction) 
     }
   });
   for (const auto& m : messages) {
-    EXPECT_NE(m.find("fc1.weight float32 [16, 8] on rank 0 but parameter fc1.weight float32 [12, 8] on rank 1"),
-              std::string::npos)
+    EXPECT_NE(
+        m.find("fc1.weight float32 [16, 8] on rank 0 but parameter fc1.weight float32 [12, 8] on rank 1"),
+        std::string::npos)
         << m;
   }
 }

@@ -33,7 +33,8 @@ inline void run_torch_ranks(int world_size, const std::function<void(const Group
     });
   }
   for (auto& t : threads) t.join();
-  for (int r = 0; r < world_size; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r << " failed";
+  for (int r = 0; r < world_size; ++r)
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r << " failed";
 }
 
 }  // namespace cohort::testing
