@@ -11,7 +11,7 @@
 //   sleep                    print "pid <pid> <grandchild pid>" and sleep
 //   print N                  print N lines on stdout and on stderr, then exit 0
 //   pg                       init env://, barrier, all_reduce, check the sum
-//   steps N                  init env://, N x (barrier; 100 ms), print world size
+//   steps N                  init env://, print "running", N x (all_reduce; 100 ms)
 #include <signal.h>
 #include <unistd.h>
 
@@ -122,6 +122,10 @@ int run(int argc, char** argv) {
     cohort::init_process_group();
     const int world = cohort::get_world_size();
     cohort::barrier()->wait();
+    if (mode == "steps") {
+      std::printf("running rank %d of %d\n", cohort::get_rank(), world);
+      std::fflush(stdout);
+    }
     int steps = mode == "steps" ? arg(1) : 1;
     for (int i = 0; i < steps; ++i) {
       int64_t x = cohort::get_rank() + 1;
