@@ -172,7 +172,13 @@ int Agent::run() {
     } catch (const Error& e) {
       if (int sig = signals_->take()) return 128 + sig;
       std::fprintf(stderr, "cohortrun: %s\n", e.what());
-      return kExitRendezvous;
+      // A job that failed on another node while this one waited to join.
+      bool failed_elsewhere = false;
+      try {
+        failed_elsewhere = rdzv_ && rdzv_->job_failure().has_value();
+      } catch (const Error&) {
+      }
+      return failed_elsewhere ? kExitWorkersFailed : kExitRendezvous;
     }
     const std::string attempt_dir = run_dir + "/attempt_" + std::to_string(attempt_++);
     std::unique_ptr<WorkerGroup> group;
