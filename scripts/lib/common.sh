@@ -11,6 +11,7 @@ COHORT_PACKAGES=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
   python3 iproute2
+  libcli11-dev etcd-server etcd-client
 )
 
 # ensure_packages installs the packages that are missing; silent when none is.

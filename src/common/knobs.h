@@ -141,6 +141,11 @@ inline constexpr KnobSpec kShmSpinUs{
     "Microseconds a rank waiting on shared memory spins (then yields) before it sleeps on a futex; "
     "with more local ranks than cores it yields from the start."};
 
+inline constexpr KnobSpec kLauncherStopTimeoutS{
+    "COHORT_LAUNCHER_STOP_TIMEOUT_S", KnobType::kFloat, "30",
+    "Seconds cohortrun waits for workers to exit after SIGTERM (when one failed, or it was told to "
+    "stop) before it kills them with SIGKILL (torchrun's 30)."};
+
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,
     &kStoreToken,
@@ -164,6 +169,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kShmSlotBytes,
     &kShmSpinUs,
     &kShmSingleCopyBytes,
+    &kLauncherStopTimeoutS,
 };
 
 }  // namespace knobs

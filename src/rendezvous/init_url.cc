@@ -28,6 +28,28 @@ std::string require_env(const char* name) {
   return v;
 }
 
+// launcher_env reads `name`, or when it is unset the same value as mpirun
+// (OMPI_COMM_WORLD_*) or Slurm's srun (SLURM_*) publish it, so that a
+// program started by either finds its rank through env://.
+std::string launcher_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v && *v) return v;
+  const std::string n = name;
+  const char* fallbacks[2] = {nullptr, nullptr};
+  if (n == "RANK") fallbacks[0] = "OMPI_COMM_WORLD_RANK", fallbacks[1] = "SLURM_PROCID";
+  if (n == "WORLD_SIZE") fallbacks[0] = "OMPI_COMM_WORLD_SIZE", fallbacks[1] = "SLURM_NTASKS";
+  for (const char* f : fallbacks) {
+    const char* fv = f ? std::getenv(f) : nullptr;
+    if (fv && *fv) return fv;
+  }
+  if (fallbacks[0]) {
+    throw InvalidArgument(std::string("env:// rendezvous: environment variable ") + name +
+                          " is not set (nor " + fallbacks[0] + " of mpirun, nor " + fallbacks[1] +
+                          " of srun)");
+  }
+  return require_env(name);
+}
+
 // pick resolves rank or world size: the argument, else the URL, else env.
 int pick(int given, const InitUrl& url, const char* param, const char* env_name, bool from_env, int64_t hi) {
   if (given >= 0) return given;
@@ -36,7 +58,7 @@ int pick(int given, const InitUrl& url, const char* param, const char* env_name,
     return static_cast<int>(parse_number(it->second, std::string("init URL parameter ") + param, 0, hi));
   if (from_env)
     return static_cast<int>(
-        parse_number(require_env(env_name), std::string("environment variable ") + env_name, 0, hi));
+        parse_number(launcher_env(env_name), std::string("environment variable ") + env_name, 0, hi));
   throw InvalidArgument(std::string("init URL needs '") + param + "': pass it to the call or as ?" + param +
                         "=N");
 }

@@ -4,7 +4,8 @@
 //
 // Query parameters: rank, world_size (as torch) and token (the TcpStore
 // secret, instead of COHORT_STORE_TOKEN). env:// reads MASTER_ADDR,
-// MASTER_PORT, RANK and WORLD_SIZE. A missing or malformed value raises
+// MASTER_PORT, RANK and WORLD_SIZE; without RANK and WORLD_SIZE it takes
+// mpirun's OMPI_COMM_WORLD_RANK/SIZE, else srun's SLURM_PROCID/NTASKS. A missing or malformed value raises
 // InvalidArgument naming it. Rank 0 hosts the TcpStore server.
 #pragma once
 

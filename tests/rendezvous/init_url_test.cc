@@ -120,3 +120,35 @@ TEST(InitUrlTest, FileRendezvous) {
 
 }  // namespace
 }  // namespace cohort
+
+namespace cohort {
+namespace {
+
+TEST(InitUrlTest, EnvWithoutRankTakesMpirunsThenSlurmsVariables) {
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+  setenv("SLURM_PROCID", "2", 1);
+  setenv("SLURM_NTASKS", "5", 1);
+  Rendezvous mpi = rendezvous("env://", -1, -1, std::chrono::seconds(5));  // hosts the store
+  EXPECT_EQ(mpi.rank, 0);
+  EXPECT_EQ(mpi.world_size, 3);
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  Rendezvous slurm = rendezvous("env://", -1, -1, std::chrono::seconds(5));
+  EXPECT_EQ(slurm.rank, 2);
+  EXPECT_EQ(slurm.world_size, 5);
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_NTASKS");
+  std::string message = message_of([] { rendezvous("env://", -1, -1, std::chrono::seconds(1)); });
+  EXPECT_NE(
+      message.find("WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE of mpirun, nor SLURM_NTASKS of srun)"),
+      std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace cohort

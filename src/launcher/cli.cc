@@ -1,0 +1,112 @@
+#include "launcher/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cohort/errors.h"
+#include "launcher/exit_codes.h"
+
+namespace cohort::launcher {
+namespace {
+
+// Flag names as torchrun spells them, with its underscore twins.
+std::string names(const std::string& dashed) {
+  std::string under = dashed;
+  for (size_t i = 2; i < under.size(); ++i)
+    if (under[i] == '-') under[i] = '_';
+  return under == dashed ? dashed : dashed + "," + under;
+}
+
+void finish(LaunchConfig& c, const std::string& nnodes, const std::string& nproc,
+            const std::string& redirects, const std::string& tee, const std::string& rdzv_conf,
+            const std::string& filter, double monitor_s) {
+  parse_nnodes(nnodes, &c.min_nodes, &c.max_nodes);
+  c.nproc_per_node = parse_nproc(nproc);
+  c.redirects = parse_streams(redirects, "--redirects");
+  c.tee = parse_streams(tee, "--tee");
+  c.rdzv_conf = parse_rdzv_conf(rdzv_conf);
+  if (!filter.empty()) c.local_ranks_filter = parse_ranks_filter(filter);
+  if (monitor_s <= 0) throw InvalidArgument("--monitor-interval must be positive");
+  c.monitor_interval =
+      std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(monitor_s * 1000)));
+  if (c.rdzv_backend == "c10d") c.rdzv_backend = "store";
+  if (c.standalone) {
+    // torchrun's --standalone: one node, a store of its own on a free port.
+    c.rdzv_backend = "store";
+    c.rdzv_endpoint = "127.0.0.1:0";
+    c.min_nodes = c.max_nodes = 1;
+    if (c.rdzv_id == "none") c.rdzv_id = "";
+  }
+  if (c.rdzv_backend != "static" && c.rdzv_backend != "store" && c.rdzv_backend != "etcd") {
+    throw InvalidArgument("--rdzv-backend is '" + c.rdzv_backend +
+                          "', expected static, store (c10d) or etcd");
+  }
+  if (c.rdzv_backend == "static") {
+    if (c.min_nodes != c.max_nodes) {
+      throw InvalidArgument("--nnodes " + nnodes + ": a range needs --rdzv-backend store or etcd");
+    }
+    if (c.node_rank >= c.max_nodes) {
+      throw InvalidArgument("--node-rank " + std::to_string(c.node_rank) + " is out of range for --nnodes " +
+                            nnodes);
+    }
+  } else if (c.rdzv_endpoint.empty()) {
+    throw InvalidArgument("--rdzv-backend " + c.rdzv_backend + " needs --rdzv-endpoint HOST[:PORT]");
+  }
+  if (c.program.empty()) throw InvalidArgument("no program to run: cohortrun [flags] PROGRAM [ARGS...]");
+}
+
+}  // namespace
+
+CliOutcome parse_command_line(int argc, char** argv) {
+  CliOutcome out;
+  LaunchConfig& c = out.config;
+  CLI::App app{"cohortrun: start and supervise the workers of a cohort (or torch) job, as torchrun does",
+               "cohortrun"};
+  // Everything from the program name on belongs to the program.
+  app.prefix_command();
+  std::string nnodes = "1:1", nproc = "1", redirects = "0", tee = "0", rdzv_conf, filter;
+  double monitor_s = 0.1;
+  bool no_python = false;
+  app.add_option(names("--nnodes"), nnodes, "Number of nodes, or MIN:MAX for an elastic job");
+  app.add_option(names("--nproc-per-node"), nproc, "Workers per node: a number, or auto (one per CPU)");
+  app.add_option(names("--node-rank"), c.node_rank, "This node's rank (static rendezvous)");
+  app.add_option(names("--master-addr"), c.master_addr, "Address of node 0 (static rendezvous)");
+  app.add_option(names("--master-port"), c.master_port, "Port of node 0's store (static rendezvous)");
+  app.add_option(names("--rdzv-backend"), c.rdzv_backend, "static, store (alias c10d) or etcd");
+  app.add_option(names("--rdzv-endpoint"), c.rdzv_endpoint, "HOST[:PORT] of the rendezvous store or etcd");
+  app.add_option(names("--rdzv-id"), c.rdzv_id, "Job id: every node of a job passes the same");
+  app.add_option(names("--rdzv-conf"), rdzv_conf,
+                 "KEY=VALUE,...: join_timeout, last_call_timeout, close_timeout (seconds)");
+  app.add_flag("--standalone", c.standalone, "One node with a store of its own on a free port");
+  app.add_option(names("--max-restarts"), c.max_restarts, "Restarts of the whole job before it fails");
+  app.add_option(names("--monitor-interval"), monitor_s, "Seconds between checks of the workers");
+  app.add_option("--role", c.role, "Role name of the workers");
+  app.add_option(names("--log-dir"), c.log_dir, "Keep each worker's stdout and stderr under this folder");
+  app.add_option("-r," + names("--redirects"), redirects, "Streams to send to files only: 0-3 or LR:V,...");
+  app.add_option("-t,--tee", tee, "Streams to send to files and the console: 0-3 or LR:V,...");
+  app.add_option(names("--local-ranks-filter"), filter, "Local ranks whose output the console shows");
+  app.add_option(names("--local-addr"), c.local_addr, "This node's address as other nodes reach it");
+  app.add_flag(names("--no-python"), no_python,
+               "Accepted for torchrun compatibility: programs always run as given");
+  try {
+    app.parse(argc, argv);
+    c.program = app.remaining();
+    if (!c.program.empty() && c.program.front() == "--") c.program.erase(c.program.begin());
+    finish(c, nnodes, nproc, redirects, tee, rdzv_conf, filter, monitor_s);
+  } catch (const CLI::CallForHelp& e) {
+    out.exit_code = app.exit(e);
+    return out;
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    out.exit_code = kExitUsage;
+    return out;
+  } catch (const Error& e) {
+    std::cerr << "cohortrun: " << e.what() << "\n";
+    out.exit_code = kExitUsage;
+    return out;
+  }
+  out.run = true;
+  return out;
+}
+
+}  // namespace cohort::launcher

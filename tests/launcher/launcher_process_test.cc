@@ -1,0 +1,263 @@
+// cohortrun with real worker processes: the environment workers see, output
+// prefixes and log files, failures (exit code, signal, exception, hang),
+// restarts, signals to the launcher, no worker outliving a killed launcher,
+// and two standalone jobs on one host at once.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "support/subprocess.h"
+
+namespace cohort {
+namespace {
+
+using testing::binary_path;
+using testing::Subprocess;
+using namespace std::chrono_literals;
+
+struct LaunchResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+std::string quote(const std::string& s) {
+  return "'" + s + "'";
+}
+
+// launch runs cohortrun with `flags`, then the test worker with `args`.
+LaunchResult launch(const std::string& flags, const std::string& args, const std::string& env = "") {
+  std::string cmd = "exec env COHORT_LAUNCHER_STOP_TIMEOUT_S=2 " + env + " " +
+                    quote(binary_path("tools/cohortrun")) + " " + flags + " " +
+                    quote(binary_path("tests/launch_worker")) + " " + args + " 2>&1";
+  Subprocess p({"/bin/sh", "-c", cmd});
+  LaunchResult r;
+  r.output = p.read_all(100s);
+  r.code = p.wait();
+  return r;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool process_exists(pid_t pid) {
+  return ::kill(pid, 0) == 0;
+}
+
+// wait_gone waits (bounded) for `pid` to exit; a zombie counts as gone
+// because it runs nothing.
+bool wait_gone(pid_t pid) {
+  for (int i = 0; i < 200; ++i) {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    if (stat.empty() || stat.find(") Z") != std::string::npos) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return !process_exists(pid);
+}
+
+TEST(LauncherTest, WorkersSeeTorchrunsEnvironment) {
+  LaunchResult r = launch("--standalone --nproc-per-node 3 --max-restarts 2 --role trainer", "env --flag 'two words'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string p = "[rank" + std::to_string(rank) + "]: ";
+    for (std::string want :
+         {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+          "ROLE_RANK=" + std::to_string(rank), std::string("GROUP_RANK=0"), std::string("WORLD_SIZE=3"),
+          std::string("LOCAL_WORLD_SIZE=3"), std::string("ROLE_WORLD_SIZE=3"),
+          std::string("GROUP_WORLD_SIZE=1"), std::string("ROLE_NAME=trainer"),
+          std::string("MASTER_ADDR=127.0.0.1"), std::string("TORCHELASTIC_RESTART_COUNT=0"),
+          std::string("COHORT_RESTART_COUNT=0"), std::string("TORCHELASTIC_MAX_RESTARTS=2"),
+          std::string("COHORT_MAX_RESTARTS=2"), std::string("OMP_NUM_THREADS=1"),
+          "local_rank()=" + std::to_string(rank) + " local_world_size()=3 args=[--flag][two words]"}) {
+      EXPECT_NE(r.output.find(p + want + "\n"), std::string::npos) << want << " of rank " << rank << " in\n"
+                                                                   << r.output;
+    }
+    EXPECT_NE(r.output.find(p + "TORCHELASTIC_ERROR_FILE=/"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find(p + "MASTER_PORT=29500\n"), std::string::npos)
+        << "standalone must pick a free port";
+  }
+}
+
+TEST(LauncherTest, UserOmpThreadsAndStaticMasterAreKept) {
+  LaunchResult r =
+      launch("--nproc_per_node 2 --master_addr 127.0.0.1 --master_port 29777", "env", "OMP_NUM_THREADS=7");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank1]: OMP_NUM_THREADS=7\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank1]: MASTER_PORT=29777\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank0]: TORCHELASTIC_RUN_ID=none\n"), std::string::npos) << r.output;
+}
+
+TEST(LauncherTest, BadFlagsExitWithUsageCode) {
+  EXPECT_EQ(launch("--nnodes 3:2", "env").code, 2);
+  EXPECT_EQ(launch("--redirects 7", "env").code, 2);
+  LaunchResult r = launch("--rdzv-backend zookeeper --rdzv-endpoint h:1", "env");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("zookeeper"), std::string::npos) << r.output;
+  Subprocess p({binary_path("tools/cohortrun"), "--standalone", "/no/such/program"});
+  EXPECT_EQ(p.wait(), 4);
+}
+
+TEST(LauncherTest, FailingExitCodeStopsTheOthersAndNamesTheRootCause) {
+  LaunchResult r = launch("--standalone --nproc-per-node 3", "exit 1 7");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("Root Cause (first observed failure):\n[0]:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank      : 1 (local_rank: 1)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exitcode  : 7"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("<NO_OTHER_FAILURES>"), std::string::npos) << "the stopped ranks are no failures\n"
+                                                                     << r.output;
+}
+
+TEST(LauncherTest, WorkerKilledBySignalIsNamed) {
+  LaunchResult r = launch("--standalone --nproc-per-node 2", "signal 0 9");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("exitcode  : -9 (SIGKILL)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Signal 9 (SIGKILL) received by PID"), std::string::npos) << r.output;
+}
+
+TEST(LauncherTest, UncaughtExceptionReachesTheSummaryThroughTheErrorFile) {
+  std::string logs = ::testing::TempDir() + "/launcher_errfile_" + std::to_string(getpid());
+  std::filesystem::remove_all(logs);
+  LaunchResult r =
+      launch("--rdzv-id job7 --log-dir " + logs + " --nproc-per-node 2", "throw 1 'disk quota \"exceeded\"'");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("traceback : std::runtime_error: disk quota \"exceeded\""), std::string::npos)
+      << r.output;
+  std::string doc = read_file(logs + "/job7/attempt_0/1/error.json");
+  EXPECT_EQ(doc.rfind("{\"message\": {\"message\": \"std::runtime_error: disk quota \\\"exceeded\\\"\", "
+                      "\"extraInfo\": {\"py_callstack\": \"",
+                      0),
+            0u)
+      << doc;
+  EXPECT_NE(doc.find("throw_from_here"), std::string::npos) << "the stack names the throwing function\n"
+                                                            << doc;
+  EXPECT_NE(doc.find("\"timestamp\": \""), std::string::npos) << doc;
+  std::filesystem::remove_all(logs);
+}
+
+TEST(LauncherTest, HangingWorkerIsKilledAfterTheGracePeriod) {
+  // Rank 0 ignores SIGTERM; rank 1 fails, so the launcher stops rank 0 and
+  // must escalate to SIGKILL.
+  LaunchResult r = launch("--standalone --nproc-per-node 2", "hang 0");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("[rank0]: ignoring SIGTERM"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank      : 1 (local_rank: 1)"), std::string::npos) << r.output;
+}
+
+TEST(LauncherTest, RestartsUntilTheProgramSucceeds) {
+  LaunchResult r = launch("--standalone --nproc-per-node 2 --max-restarts 3", "fail_until 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (int n = 0; n <= 2; ++n)
+    EXPECT_NE(r.output.find("[rank1]: attempt with restart count " + std::to_string(n)), std::string::npos)
+        << r.output;
+  EXPECT_EQ(r.output.find("restart count 3"), std::string::npos) << r.output;
+}
+
+TEST(LauncherTest, RestartsUpToTheLimitThenFails) {
+  LaunchResult r = launch("--standalone --nproc-per-node 1 --max-restarts 2", "fail_until 5");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("attempt with restart count 2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("attempt with restart count 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exitcode  : 3"), std::string::npos) << r.output;
+}
+
+TEST(LauncherTest, LogDirKeepsEachRanksStreamsAndRedirectsHideThem) {
+  std::string logs = ::testing::TempDir() + "/launcher_logs_" + std::to_string(getpid());
+  std::filesystem::remove_all(logs);
+  // Local rank 0: stdout to the file only; rank 1: both streams shown.
+  LaunchResult r = launch("--rdzv-id run9 --log-dir " + logs + " --nproc-per-node 2 --redirects 0:1", "print 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("[rank0]: out 0 of rank 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank0]: err 1 of rank 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank1]: out 1 of rank 1"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(logs + "/run9/attempt_0/0/stdout.log"), "out 0 of rank 0\nout 1 of rank 0\n");
+  EXPECT_EQ(read_file(logs + "/run9/attempt_0/1/stderr.log"), "err 0 of rank 1\nerr 1 of rank 1\n");
+  // --tee shows a redirected stream after all; the filter hides rank 1.
+  r = launch("--rdzv-id run9 --log-dir " + logs + " --nproc-per-node 2 -r 3 -t 1 --local-ranks-filter 0",
+             "print 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank0]: out 0 of rank 0"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank0]: err 0"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank1]"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(logs + "/run9/attempt_0/1/stderr.log"), "err 0 of rank 1\n");
+  std::filesystem::remove_all(logs);
+}
+
+// pids_of reads "pid <worker> <grandchild>" lines of the sleep mode.
+std::vector<pid_t> pids_of(Subprocess& p, int workers) {
+  std::vector<pid_t> pids;
+  while (static_cast<int>(pids.size()) < 2 * workers) {
+    std::string line = p.read_line(30s);
+    if (line.empty()) break;
+    auto at = line.find("pid ");
+    if (at == std::string::npos) continue;
+    int a = 0, b = 0;
+    if (std::sscanf(line.c_str() + at, "pid %d %d", &a, &b) == 2) pids.insert(pids.end(), {a, b});
+  }
+  return pids;
+}
+
+TEST(LauncherTest, LauncherKilledWithSigkillLeavesNoWorker) {
+  Subprocess p({binary_path("tools/cohortrun"), "--standalone", "--nproc-per-node", "2",
+                binary_path("tests/launch_worker"), "sleep"});
+  auto pids = pids_of(p, 2);
+  ASSERT_EQ(pids.size(), 4u);
+  for (pid_t pid : pids) EXPECT_TRUE(process_exists(pid));
+  p.signal(SIGKILL);
+  p.wait();
+  // The workers die with their launcher (parent-death signal).
+  EXPECT_TRUE(wait_gone(pids[0]));
+  EXPECT_TRUE(wait_gone(pids[2]));
+  // Grandchildren are no direct children; they are killed once their worker
+  // is gone only if they asked for it, so kill them here for hygiene.
+  ::kill(pids[1], SIGKILL);
+  ::kill(pids[3], SIGKILL);
+}
+
+TEST(LauncherTest, SigtermToTheLauncherReachesWorkersAndTheirChildren) {
+  Subprocess p({binary_path("tools/cohortrun"), "--standalone", "--nproc-per-node", "2",
+                binary_path("tests/launch_worker"), "sleep"},
+               {"COHORT_LAUNCHER_STOP_TIMEOUT_S=5"});
+  auto pids = pids_of(p, 2);
+  ASSERT_EQ(pids.size(), 4u);
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 128 + SIGTERM);
+  for (pid_t pid : pids) EXPECT_TRUE(wait_gone(pid)) << "pid " << pid << " outlived the launcher";
+}
+
+TEST(LauncherTest, TwoStandaloneJobsRunTogetherOnOneHost) {
+  auto job = [] {
+    return std::make_unique<Subprocess>(std::vector<std::string>{
+        "/bin/sh", "-c",
+        "exec " + binary_path("tools/cohortrun") + " --standalone --nproc-per-node 2 " +
+            binary_path("tests/launch_worker") + " steps 10 2>&1"});
+  };
+  auto a = job();
+  auto b = job();
+  std::string out_a = a->read_all(100s), out_b = b->read_all(100s);
+  EXPECT_EQ(a->wait(), 0) << out_a;
+  EXPECT_EQ(b->wait(), 0) << out_b;
+  for (const auto& out : {out_a, out_b}) {
+    EXPECT_NE(out.find("[rank0]: ok rank 0 of 2"), std::string::npos) << out;
+    EXPECT_NE(out.find("[rank1]: ok rank 1 of 2"), std::string::npos) << out;
+  }
+}
+
+TEST(LauncherTest, ProcessGroupJobOfFourWorkers) {
+  LaunchResult r = launch("--standalone --nproc-per-node 4", "pg");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.output.find("[rank" + std::to_string(rank) + "]: ok rank " + std::to_string(rank) + " of 4"),
+              std::string::npos)
+        << r.output;
+}
+
+}  // namespace
+}  // namespace cohort
