@@ -23,7 +23,7 @@ for model in mlp cnn; do
     for ((i = 0; i < REPS; i++)); do
       build/tools/cohortrun --standalone --nproc-per-node 2 build/bench/ddp_bench --model "$model" --batch "$batch" "$@" \
         2>/dev/null | grep -o 'ddp_bench cohort.*' | sed "s/^/$model /" >>"$out/results"
-      /usr/bin/python3 -m torch.distributed.run --standalone --nproc-per-node 2 bench/ddp_bench_torch.py \
+      /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 -r 1 -t 1 bench/ddp_bench_torch.py \
         --model "$model" --batch "$batch" 2>/dev/null | grep -o 'ddp_bench torch.*' | sed "s/^/$model /" >>"$out/results"
     done
   done

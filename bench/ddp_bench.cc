@@ -3,7 +3,7 @@
 // bench/ddp_bench_torch.py is its twin on torch's DDP over Gloo;
 // bench/compare_ddp.sh runs both side by side. Launch with env:// (cohortrun).
 //
-//   ddp_bench --model mlp|cnn --batch 64 --steps 30 --rounds 5
+//   ddp_bench --model mlp|cnn --batch 64 --steps 60
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -57,8 +57,8 @@ double median(std::vector<double> v) {
 }
 
 template <class Model>
-void run(Model model, int batch, int steps, int rounds) {
-  cohort::DistributedDataParallel<Model> ddp(model);
+void run(Model model, int batch, int steps, const cohort::DDPOptions& options) {
+  cohort::DistributedDataParallel<Model> ddp(model, options);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   at::Tensor x = torch::randn({batch, 1, 28, 28});
   at::Tensor y = torch::randint(0, 10, {batch}, torch::kInt64);
@@ -67,22 +67,22 @@ void run(Model model, int batch, int steps, int rounds) {
     torch::nll_loss(ddp.forward(x), y).backward();
     opt.step();
   };
-  // Per round: `steps` synchronised steps, then `steps` under no_sync;
-  // the median over rounds of each mean step time.
+  // Synchronised and no_sync steps alternate, each timed alone; the
+  // medians resist this shared machine's bursts of noise better than means.
   std::vector<double> sync_ms, local_ms;
   for (int w = 0; w < 5; ++w) step();
-  for (int r = 0; r < rounds; ++r) {
-    cohort::barrier();
+  cohort::barrier();
+  for (int s = 0; s < steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
-    for (int s = 0; s < steps; ++s) step();
+    step();
     auto t1 = std::chrono::steady_clock::now();
     {
       auto guard = ddp.no_sync();
-      for (int s = 0; s < steps; ++s) step();
+      step();
     }
     auto t2 = std::chrono::steady_clock::now();
-    sync_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count() / steps);
-    local_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count() / steps);
+    sync_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    local_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
   }
   // Rank 0 reports the slower rank's numbers (the job runs at its pace).
   double result[2] = {median(sync_ms), median(local_ms)};
@@ -90,8 +90,9 @@ void run(Model model, int batch, int steps, int rounds) {
   o.op = cohort::ReduceOp::MAX;
   cohort::all_reduce(cohort::Buffer::of(result, 2), o);
   if (cohort::get_rank() == 0) {
-    std::printf("ddp_bench cohort world=%d batch=%d sync_ms=%.2f no_sync_ms=%.2f overhead_ms=%.2f\n",
-                cohort::get_world_size(), batch, result[0], result[1], result[0] - result[1]);
+    std::printf("ddp_bench cohort%s world=%d batch=%d sync_ms=%.2f no_sync_ms=%.2f overhead_ms=%.2f\n",
+                options.gradient_as_bucket_view ? "+view" : "", cohort::get_world_size(), batch, result[0],
+                result[1], result[0] - result[1]);
   }
 }
 
@@ -99,21 +100,24 @@ void run(Model model, int batch, int steps, int rounds) {
 
 int main(int argc, char** argv) {
   std::string model = "mlp";
-  int batch = 64, steps = 20, rounds = 5;
+  int batch = 64, steps = 60;
   CLI::App app{"DDP step time with and without gradient synchronisation"};
   app.add_option("--model", model, "mlp (784-2048-2048-10) or cnn (the tutorial's)")
       ->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--batch", batch, "samples per rank")->check(CLI::PositiveNumber);
-  app.add_option("--steps", steps, "steps per measurement")->check(CLI::PositiveNumber);
-  app.add_option("--rounds", rounds, "measurements (the median is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "synchronised steps, each followed by a no_sync one")
+      ->check(CLI::PositiveNumber);
+  cohort::DDPOptions options;
+  app.add_flag("--gradient-as-bucket-view", options.gradient_as_bucket_view,
+               "DDPOptions::gradient_as_bucket_view");
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(1);
   torch::manual_seed(0);
   cohort::init_process_group();
   if (model == "mlp") {
-    run(Mlp(), batch, steps, rounds);
+    run(Mlp(), batch, steps, options);
   } else {
-    run(Cnn(), batch, steps, rounds);
+    run(Cnn(), batch, steps, options);
   }
   cohort::destroy_process_group();
 }

@@ -195,6 +195,7 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
   expect_hooks_ = true;
   finalize_queued_ = false;
   next_launch_ = 0;
+  ready_count_ = 0;
   pending_at_first_launch_ = 0;
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(locally_used_.begin(), locally_used_.end(), 0);
@@ -247,6 +248,8 @@ void Reducer::mark_ready(size_t index) {
   } else {
     view.zero_();
   }
+  // Backward's last gradient: what follows is communication it waits for.
+  if (++ready_count_ == params_.size()) all_ready_ = Clock::now();
   if (--bucket.pending == 0) launch_ready_buckets();
 }
 
@@ -268,8 +271,17 @@ c10::intrusive_ptr<c10::ivalue::Future> Reducer::reduce_bucket(size_t b) {
   }
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
   AllReduceOptions o;
-  o.async_op = true;
-  auto work = group_->all_reduce(to_buffer(bucket.contents, "a DDP bucket"), o);
+  // The last bucket is launched by the last gradient: backward is over and
+  // would only wait for it, so it runs on this thread (inline when the
+  // group is idle), saving the hand-off to the group's worker and back.
+  if (b + 1 < buckets_.size()) o.async_op = true;
+  std::shared_ptr<Work> work;
+  try {
+    work = group_->all_reduce(to_buffer(bucket.contents, "a DDP bucket"), o);
+  } catch (...) {
+    future->setError(std::current_exception());
+    return future;
+  }
   work->then([future, contents = bucket.contents](Work& w) {
     if (w.exception()) {
       future->setError(w.exception());
@@ -356,10 +368,8 @@ void Reducer::finalize() {
         ". They took no part in computing the loss: construct DDP with find_unused_parameters=true, "
         "or use them");
   }
-  const auto wait_start = Clock::now();
   wait_buckets();
-  const auto wait_end = Clock::now();
-  exposed_seconds_ += std::chrono::duration<double>(wait_end - wait_start).count();
+  exposed_seconds_ += std::chrono::duration<double>(Clock::now() - all_ready_).count();
   int64_t last_done = 0;
   for (auto& b : buckets_) last_done = std::max(last_done, b.done_ns->load());
   if (!buckets_.empty()) {

@@ -99,6 +99,8 @@ class Reducer {
   std::vector<int32_t> locally_used_;
   std::vector<size_t> unused_;
   size_t pending_at_first_launch_ = 0;
+  size_t ready_count_ = 0;
+  std::chrono::steady_clock::time_point all_ready_;  // when the last gradient arrived
 
   // Learnt once.
   std::vector<size_t> ready_order_;  // the first iteration's, for the rebuild
