@@ -98,6 +98,7 @@ int Agent::supervise(WorkerGroup& group) {
     }
     GroupState state = group.state();
     if (state == GroupState::kSucceeded) {
+      group.drain(std::chrono::seconds(2));
       if (rdzv_) rdzv_->finish(hosting_);
       return kExitSuccess;
     }

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -237,8 +237,18 @@ void WorkerGroup::stop(int sig, std::chrono::milliseconds grace) {
   for (auto& w : workers_) {
     while (!w->process->poll().exited) pump(std::chrono::milliseconds(10), -1);
   }
-  // Drain what the workers wrote before they died.
-  for (int i = 0; i < 5; ++i) pump(std::chrono::milliseconds(0), -1);
+  drain(std::chrono::seconds(1));
+}
+
+void WorkerGroup::drain(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto open_pipes = [&] {
+    for (auto& w : workers_) {
+      if (w->process->stdout_fd() >= 0 || w->process->stderr_fd() >= 0) return true;
+    }
+    return false;
+  };
+  while (open_pipes() && std::chrono::steady_clock::now() < deadline) pump(std::chrono::milliseconds(10), -1);
 }
 
 std::vector<pid_t> WorkerGroup::worker_pids() const {

@@ -59,6 +59,10 @@ class WorkerGroup {
 
   // stop sends `sig` to every worker's process group, waits up to `grace`
   // for them to exit (still moving their output), then kills the rest.
+  // drain reads the workers' pipes until each reaches end of file (every
+  // writer is gone) or `limit` passes (a grandchild may hold one open), so
+  // that nothing a worker printed before exiting is lost.
+  void drain(std::chrono::milliseconds limit);
   void stop(int sig, std::chrono::milliseconds grace);
 
   // worker_pids, for the tests' diagnostics and the summary.

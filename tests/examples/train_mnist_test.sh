@@ -10,7 +10,7 @@ cohortrun="$1"
 train="$2"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-args=(--train-samples 8000 --test-samples 1000 --checkpoint "$tmp/ckpt")
+args=(--train-samples 16000 --test-samples 1000 --checkpoint "$tmp/ckpt")
 
 "$cohortrun" --standalone --nproc-per-node 2 "$train" "${args[@]}" --epochs 1 >"$tmp/first" 2>&1 || {
   cat "$tmp/first"; echo "FAIL: the first launch failed"; exit 1; }
