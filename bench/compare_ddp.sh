@@ -3,7 +3,7 @@
 # cohortrun) against torch's own DDP over Gloo (bench/ddp_bench_torch.py,
 # under torch.distributed.run), side by side: the MLP 784-2048-2048-10 and
 # the tutorial's CNN, 2 ranks, batch 16 and 64 per rank, one thread per
-# rank. Each measures the step time with synchronisation and under no_sync;
+# rank; the MLP also with gradient_as_bucket_view on both sides. Each measures the step time with synchronisation and under no_sync;
 # their difference is DDP's overhead. Medians of REPS runs (each itself a
 # median of rounds); prints a markdown table.
 #
@@ -18,31 +18,37 @@ shift || true
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 export OMP_NUM_THREADS=1
-for model in mlp cnn; do
-  for batch in 16 64; do
-    for ((i = 0; i < REPS; i++)); do
-      build/tools/cohortrun --standalone --nproc-per-node 2 build/bench/ddp_bench --model "$model" --batch "$batch" "$@" \
-        2>/dev/null | grep -o 'ddp_bench cohort.*' | sed "s/^/$model /" >>"$out/results"
-      /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 -r 1 -t 1 bench/ddp_bench_torch.py \
-        --model "$model" --batch "$batch" 2>/dev/null | grep -o 'ddp_bench torch.*' | sed "s/^/$model /" >>"$out/results"
-    done
+# model, batch per rank, extra flags for both implementations
+configs=("mlp 16" "mlp 64" "cnn 16" "cnn 64" "mlp 16 --gradient-as-bucket-view" "mlp 64 --gradient-as-bucket-view")
+for config in "${configs[@]}"; do
+  read -r model batch flags <<<"$config"
+  for ((i = 0; i < REPS; i++)); do
+    # shellcheck disable=SC2086
+    build/tools/cohortrun --standalone --nproc-per-node 2 build/bench/ddp_bench --model "$model" --batch "$batch" \
+      $flags "$@" 2>/dev/null | grep -o 'ddp_bench cohort.*' | sed "s/^/$model /" >>"$out/results"
+    # Debian's torch 1.13 under Python 3.11 cannot parse -r 0 / -t 0: -r 1 -t 1.
+    # shellcheck disable=SC2086
+    /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 -r 1 -t 1 bench/ddp_bench_torch.py \
+      --model "$model" --batch "$batch" $flags 2>/dev/null | grep -o 'ddp_bench torch.*' | sed "s/^/$model /" \
+      >>"$out/results"
   done
 done
 /usr/bin/python3 - "$out/results" "$REPS" <<'PY'
 import re, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    m = re.match(r"(\w+) ddp_bench (\w+) world=(\d+) batch=(\d+) sync_ms=([\d.]+) no_sync_ms=([\d.]+)", line)
+    m = re.match(r"(\w+) ddp_bench (\w+)(\+view)? world=(\d+) batch=(\d+) sync_ms=([\d.]+) no_sync_ms=([\d.]+)", line)
     if m:
-        model, impl, _, batch, sync, local = m.groups()
-        rows.setdefault((model, int(batch), impl), []).append((float(sync), float(local)))
+        model, impl, view, _, batch, sync, local = m.groups()
+        rows.setdefault((model + (" (bucket view)" if view else ""), int(batch), impl), []).append(
+            (float(sync), float(local)))
 def med(v, i):
     return statistics.median(x[i] for x in v)
 print(f"DDP step time, 2 ranks on one host, one thread each, median of {sys.argv[2]} runs\n")
 print("| model | batch/rank | cohort sync (ms) | cohort no_sync (ms) | cohort overhead (ms) "
       "| torch sync (ms) | torch no_sync (ms) | torch overhead (ms) | overhead torch / cohort |")
 print("|---|---|---|---|---|---|---|---|---|")
-for model in ("mlp", "cnn"):
+for model in ("mlp", "cnn", "mlp (bucket view)"):
     for batch in (16, 64):
         c, t = rows.get((model, batch, "cohort")), rows.get((model, batch, "torch"))
         if not c or not t:

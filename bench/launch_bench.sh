@@ -15,10 +15,11 @@
 #   bench/launch_bench.sh [BUILD_DIR] [TORCH_BUILD_DIR] [RUNS]
 #
 # BUILD_DIR holds tools/cohortrun and bench/launch_cohort (default build);
-# TORCH_BUILD_DIR holds bench/launch_gloo (default build-torch).
+# TORCH_BUILD_DIR holds bench/launch_gloo (default: BUILD_DIR, which has it
+# when libtorch was found).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$root/build}" torch_build="${2:-$root/build-torch}" runs="${3:-7}"
+build="${1:-$root/build}" torch_build="${2:-${1:-$root/build}}" runs="${3:-7}"
 python=/usr/bin/python3
 cohortrun="$build/tools/cohortrun" cohort_prog="$build/bench/launch_cohort" gloo_prog="$torch_build/bench/launch_gloo"
 for f in "$cohortrun" "$cohort_prog" "$gloo_prog"; do

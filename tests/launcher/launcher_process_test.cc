@@ -215,7 +215,10 @@ std::vector<pid_t> pids_of(Subprocess& p, int workers) {
 }
 
 TEST(LauncherTest, LauncherKilledWithSigkillLeavesNoWorker) {
-  Subprocess p({binary_path("tools/cohortrun"), "--standalone", "--nproc-per-node", "2",
+  // A killed launcher cannot remove its folder of error files: give it one
+  // this test removes.
+  const std::string logs = ::testing::TempDir() + "/cohortrun_sigkill_" + std::to_string(::getpid());
+  Subprocess p({binary_path("tools/cohortrun"), "--standalone", "--nproc-per-node", "2", "--log-dir", logs,
                 binary_path("tests/launch_worker"), "sleep"});
   auto pids = pids_of(p, 2);
   ASSERT_EQ(pids.size(), 4u);
@@ -229,6 +232,7 @@ TEST(LauncherTest, LauncherKilledWithSigkillLeavesNoWorker) {
   // is gone only if they asked for it, so kill them here for hygiene.
   ::kill(pids[1], SIGKILL);
   ::kill(pids[3], SIGKILL);
+  std::filesystem::remove_all(logs);
 }
 
 TEST(LauncherTest, SigtermToTheLauncherReachesWorkersAndTheirChildren) {

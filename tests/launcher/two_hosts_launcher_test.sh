@@ -39,7 +39,7 @@ COHORT_LAUNCHER_STOP_TIMEOUT_S=3 ip netns exec "$a" "$launcher" "${flags[@]}" "$
 pid_a=$!
 pids+=("$pid_a")
 sleep 0.5
-COHORT_LAUNCHER_STOP_TIMEOUT_S=3 ip netns exec "$b" "$launcher" "${flags[@]}" "$worker" steps 40 >"$logs/b" 2>&1 &
+COHORT_LAUNCHER_STOP_TIMEOUT_S=3 ip netns exec "$b" "$launcher" "${flags[@]}" --log-dir "$logs/files-b" "$worker" steps 40 >"$logs/b" 2>&1 &
 pid_b=$!
 pids+=("$pid_b")
 
