@@ -21,6 +21,7 @@
 #include "cohort/data.h"
 #include "cohort/ddp.h"
 #include "cohort/distributed.h"
+#include "cohort/elastic.h"
 #include "cohort/tensor.h"
 
 namespace {
@@ -99,7 +100,7 @@ void progress(int epoch, int epochs, int64_t done, int64_t total, double loss, d
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int train(int argc, char** argv) {
   Args a;
   CLI::App app{"Distributed synchronous SGD on MNIST (the PyTorch tutorial's), with cohort's DDP"};
   app.add_option("--data", a.data, "directory with MNIST's IDX files (default: generated digits)");
@@ -185,4 +186,10 @@ int main(int argc, char** argv) {
   }
   cohort::destroy_process_group();
   return 0;
+}
+
+// An exception that ends the run is written to the launcher's error file,
+// so that cohortrun's summary names it as the root cause.
+int main(int argc, char** argv) {
+  return cohort::record_errors([&] { return train(argc, argv); });
 }
