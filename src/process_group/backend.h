@@ -54,6 +54,11 @@ class Backend {
   virtual void progress(Deadline until) { (void)until; }
   virtual void wake() {}
   virtual void abort(const Status& reason) { (void)reason; }
+  // may_run_inline says whether a blocking collective may run on the
+  // caller's thread when the group is idle. A backend whose library wants
+  // every call on one thread (MPI) says no: then everything runs on the
+  // group's worker.
+  virtual bool may_run_inline() const { return true; }
 
  protected:
   Status unsupported(const char* op) const {

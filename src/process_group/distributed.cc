@@ -10,6 +10,7 @@
 #include "cohort/prefix_store.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
+#include "process_group/backend_factory.h"
 #include "process_group/native_backend.h"
 #include "rendezvous/init_url.h"
 #include "transport/shm/connect.h"
@@ -26,6 +27,7 @@ struct World {
   int groups_made = 0;
   std::string master_host;
   std::chrono::milliseconds timeout{0};
+  bool mpi = false;  // the default group runs on MPI: new_group makes MPI groups
 };
 
 World& world() {
@@ -50,6 +52,31 @@ std::shared_ptr<ProcessGroup> build_group(const std::shared_ptr<Store>& store, i
                     << address.value();
   auto backend = std::make_unique<NativeBackend>(std::move(transport.value()));
   return std::make_shared<ProcessGroup>(std::move(backend), rank, std::move(global_ranks), name, timeout);
+}
+
+// build_mpi_group makes a group over MPI for the world ranks `ranks`.
+std::shared_ptr<ProcessGroup> build_mpi_group(const std::vector<int>& ranks, int rank, int tag,
+                                              std::chrono::milliseconds timeout, const std::string& name) {
+  auto backend = make_mpi_backend(ranks, tag);
+  if (!backend.ok()) throw_status(backend.status().with_context("group " + name));
+  return std::make_shared<ProcessGroup>(std::move(backend.value()), rank, ranks, name, timeout);
+}
+
+// init_mpi_world makes the default group over MPI: rank and size come from
+// MPI (the program runs under mpirun); given ones must agree.
+std::shared_ptr<ProcessGroup> init_mpi_world(const InitOptions& options, std::chrono::milliseconds timeout) {
+  int rank = 0, size = 0;
+  throw_if_error(mpi_world(&rank, &size));
+  if ((options.rank >= 0 && options.rank != rank) || (options.world_size > 0 && options.world_size != size)) {
+    throw InvalidArgument("init_process_group: backend mpi takes rank and world size from MPI (rank " +
+                          std::to_string(rank) + " of " + std::to_string(size) + ") but rank " +
+                          std::to_string(options.rank) + " of " + std::to_string(options.world_size) +
+                          " was given");
+  }
+  set_log_rank(rank);
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) ranks[i] = i;
+  return build_mpi_group(ranks, rank, 0, timeout, options.group_name);
 }
 
 std::chrono::milliseconds default_timeout() {
@@ -88,13 +115,23 @@ void init_process_group(const InitOptions& options) {
       throw InvalidArgument("init_process_group: the default process group is already initialized");
   }
   const std::string& b = options.backend;
-  if (b == "mpi" || b == "nccl") {
+  if (b == "nccl") {
     throw BackendError("init_process_group: backend '" + b + "' is not built into this cohort yet");
   }
-  if (b != "cohort" && b != "native" && b != "gloo") {
-    throw InvalidArgument("init_process_group: unknown backend '" + b + "' (use \"cohort\")");
+  if (b != "cohort" && b != "native" && b != "gloo" && b != "mpi") {
+    throw InvalidArgument("init_process_group: unknown backend '" + b + "' (use \"cohort\" or \"mpi\")");
   }
   const auto timeout = options.timeout.count() > 0 ? options.timeout : default_timeout();
+  if (b == "mpi") {
+    auto group = init_mpi_world(options, timeout);
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.store = options.store;
+    w.group = group;
+    w.timeout = timeout;
+    w.groups_made = 0;
+    w.mpi = true;
+    return;
+  }
   std::shared_ptr<Store> store = options.store;
   int rank = options.rank, world_size = options.world_size;
   std::string master_host;
@@ -124,6 +161,7 @@ void init_process_group(const InitOptions& options) {
   w.master_host = master_host;
   w.timeout = timeout;
   w.groups_made = 0;
+  w.mpi = false;
 }
 
 void destroy_process_group() {
@@ -168,11 +206,14 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::c
   World& w = world();
   std::shared_ptr<Store> store;
   std::string name, master_host;
-  int my_rank, world_size;
+  int my_rank, world_size, number;
+  bool mpi;
   {
     std::lock_guard<std::mutex> lock(w.mu);
     if (!w.group) throw InvalidArgument("new_group: call init_process_group first");
-    name = "group_" + std::to_string(++w.groups_made);
+    number = ++w.groups_made;
+    name = "group_" + std::to_string(number);
+    mpi = w.mpi;
     store = w.store;
     master_host = w.master_host;
     my_rank = w.group->rank();
@@ -195,6 +236,12 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::c
   auto it = std::find(ranks.begin(), ranks.end(), my_rank);
   if (it == ranks.end()) return nullptr;  // not a member: nothing to wait for
   const int group_rank = static_cast<int>(it - ranks.begin());
+  if (mpi) {
+    auto group = build_mpi_group(ranks, group_rank, number, timeout, name);
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.subgroups.push_back(group);
+    return group;
+  }
   auto group_store = std::make_shared<PrefixStore>("cohort/" + name, store);
   auto group = build_group(group_store, group_rank, ranks, timeout, name, master_host);
   std::lock_guard<std::mutex> lock(w.mu);

@@ -71,7 +71,7 @@ template <class Run>
 std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const CollectiveOptions& options,
                                                Run run) {
   uint64_t sequence;
-  if (!options.async_op && claim_inline(&sequence)) {
+  if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
     const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_);
     describe_into(&inline_what_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};

@@ -1,0 +1,102 @@
+// mpi_backend.h: the MPI backend: every collective and point-to-point call
+// of a group maps to an MPI call on the group's own communicator.
+//
+// Threading: ProcessGroup runs every call of this backend on the group's
+// worker thread (may_run_inline() is false), so one thread per group talks
+// to MPI; with only MPI_THREAD_SERIALIZED, mpi::CallLock also serialises
+// the workers of different groups. Collectives use MPI's non-blocking forms
+// (MPI_Iallreduce, ...) and the worker polls them against the operation's
+// deadline, so a timeout is reported like with the native backend. MPI
+// cannot cancel a started collective: on timeout the request is abandoned
+// (its buffers may still be written by MPI), the Work fails with
+// TimeoutError and the group is marked broken.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "process_group/backend.h"
+
+namespace cohort {
+
+class MpiBackend : public Backend {
+ public:
+  // create makes the backend of the group of MPI_COMM_WORLD ranks
+  // `world_ranks`, in that order (a dup of MPI_COMM_WORLD when it is the
+  // whole world in order). Only members call it; `tag` tells apart groups
+  // made concurrently (MPI_Comm_create_group).
+  static Result<std::unique_ptr<MpiBackend>> create(const std::vector<int>& world_ranks, int tag);
+  ~MpiBackend() override;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  Status broadcast(const Buffer& buffer, int root, const OpContext& op) override;
+  Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) override;
+  Status reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) override;
+  Status all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op) override;
+  Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,
+                const OpContext& op) override;
+  Status scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root,
+                 const OpContext& op) override;
+  Status reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp reduce_op,
+                        const OpContext& op) override;
+  Status all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
+                    const OpContext& op) override;
+  Status barrier(const OpContext& op) override;
+
+  void post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done) override;
+  void post_recv(const Buffer& buffer, int src, int tag, const OpContext& op, Completion done) override;
+  bool has_pending() override { return !pending_.empty(); }
+  void progress(Deadline until) override;
+  void wake() override { woken_.store(true, std::memory_order_release); }
+  void abort(const Status& reason) override;
+  bool may_run_inline() const override { return false; }
+
+ private:
+  // A point-to-point request in flight (worker thread only).
+  struct Pending {
+    Completion done;
+    Deadline deadline;
+    std::string what;
+    bool is_recv;
+  };
+
+  MpiBackend(MPI_Comm comm, int rank, int size);
+  // post starts an MPI_Isend/MPI_Irecv of the buffer's bytes; `done` runs
+  // from progress() (worker thread).
+  void post(bool is_recv, const Buffer& buffer, int peer, int tag, const OpContext& op, Completion done);
+  // finish waits for a started collective against the deadline (and
+  // abort); `rc` is what starting it returned.
+  Status finish(int rc, MPI_Request request, const char* call, const OpContext& op);
+  Status aborted_status() const;
+  // complete_pending completes request i with `st` and forgets it.
+  void complete_pending(size_t i, const Status& st, int source);
+  // fail_all_pending completes every request in flight with `st`
+  // (receives are cancelled; sends cannot be, and are abandoned).
+  void fail_all_pending(const Status& st);
+
+  MPI_Comm comm_;
+  int rank_;
+  int size_;
+  int tag_ub_;
+  std::vector<uint8_t> scratch_;       // reused by every operation (worker thread only)
+  std::vector<uint8_t> staging_;       // a second one, for copies of inputs
+  std::vector<MPI_Request> requests_;  // point-to-point, parallel to pending_
+  std::vector<Pending> pending_;
+  std::vector<int> done_index_;
+  std::vector<MPI_Status> done_status_;
+  // Requests MPI cannot cancel, left behind by a timeout or an abort: they
+  // are never freed (MPI may still use their buffers).
+  std::vector<MPI_Request> abandoned_;
+  std::atomic<bool> woken_{false};
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;
+  Status abort_reason_;  // guarded by abort_mu_
+};
+
+}  // namespace cohort
