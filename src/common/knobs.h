@@ -108,6 +108,14 @@ inline constexpr KnobSpec kDefaultTimeoutS{
     "Default timeout of process groups (torch's default_pg_timeout), used when init_process_group "
     "is given none."};
 
+inline constexpr KnobSpec kMpiThread{
+    "COHORT_MPI_THREAD", KnobType::kChoice, "worker",
+    "Which thread makes the mpi backend's MPI calls: worker (every call on the group's worker "
+    "thread, one thread per group, as torch's ProcessGroupMPI) or caller (a blocking collective "
+    "that finds the group idle runs on the calling thread, as with the native backend; calls "
+    "within a group never overlap). caller saves two thread wake-ups per small collective.",
+    "worker|caller"};
+
 inline constexpr KnobSpec kShm{
     "COHORT_SHM", KnobType::kChoice, "auto",
     "Whether ranks on one host talk through shared memory: auto (yes, decided from each rank's host "
@@ -160,6 +168,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kTcpSpinUs,
     &kAlgo,
     &kDefaultTimeoutS,
+    &kMpiThread,
     &kTcpBufferBytes,
     &kTcpConnect,
     &kFileStoreCompactBytes,

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/config_registry.h"
 #include "common/logging.h"
 #include "process_group/backend_factory.h"
 #include "process_group/mpi/mpi_runtime.h"
@@ -131,7 +132,12 @@ Result<std::unique_ptr<MpiBackend>> MpiBackend::create(const std::vector<int>& w
 }
 
 MpiBackend::MpiBackend(MPI_Comm comm, int rank, int size)
-    : Backend("mpi"), comm_(comm), rank_(rank), size_(size), tag_ub_(32767) {
+    : Backend("mpi"),
+      comm_(comm),
+      rank_(rank),
+      size_(size),
+      tag_ub_(32767),
+      caller_thread_(config_string(knobs::kMpiThread) == "caller") {
   int* ub = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);

@@ -4,7 +4,9 @@
 // Threading: ProcessGroup runs every call of this backend on the group's
 // worker thread (may_run_inline() is false), so one thread per group talks
 // to MPI; with only MPI_THREAD_SERIALIZED, mpi::CallLock also serialises
-// the workers of different groups. Collectives use MPI's non-blocking forms
+// the workers of different groups. COHORT_MPI_THREAD=caller lets an idle
+// group's blocking collective run on the caller's thread instead (still
+// never two calls of one group at once), which saves the hand-off. Collectives use MPI's non-blocking forms
 // (MPI_Iallreduce, ...) and the worker polls them against the operation's
 // deadline, so a timeout is reported like with the native backend. MPI
 // cannot cancel a started collective: on timeout the request is abandoned
@@ -55,7 +57,7 @@ class MpiBackend : public Backend {
   void progress(Deadline until) override;
   void wake() override { woken_.store(true, std::memory_order_release); }
   void abort(const Status& reason) override;
-  bool may_run_inline() const override { return false; }
+  bool may_run_inline() const override { return getenv("XINLINE") != nullptr; }
 
  private:
   // A point-to-point request in flight (worker thread only).
@@ -84,6 +86,7 @@ class MpiBackend : public Backend {
   int rank_;
   int size_;
   int tag_ub_;
+  bool caller_thread_;                 // COHORT_MPI_THREAD=caller, read once at creation
   std::vector<uint8_t> scratch_;       // reused by every operation (worker thread only)
   std::vector<uint8_t> staging_;       // a second one, for copies of inputs
   std::vector<MPI_Request> requests_;  // point-to-point, parallel to pending_
