@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # compare_mpi.sh: the cost of cohort's MPI layer. Side by side, in one run:
-# cohort's native backend (shared memory), cohort's mpi backend with every
-# MPI call on the group's worker thread (COHORT_MPI_THREAD=worker, the
-# default) and on the caller's thread (=caller), and raw Open MPI
-# (bench/mpi_bench). Same sizes, ranks and iterations; each repeated REPS
+# cohort's native backend (shared memory); cohort's mpi backend as
+# configured by default (blocking MPI calls on the group's worker thread),
+# with COHORT_MPI_THREAD=caller (on the caller's thread when the group is
+# idle) and with COHORT_MPI_WAIT=poll (non-blocking MPI calls polled
+# against the deadline); and raw Open MPI (bench/mpi_bench). Same sizes, ranks and iterations; each repeated REPS
 # times, alternating, so that all see the same machine load. Prints a
 # markdown table of median times and writes it to OUT_DIR/compare_mpi.md.
 #
@@ -32,10 +33,12 @@ for ((rep = 0; rep < REPS; rep++)); do
       for sweep in SMALL LARGE; do
         declare -n args="$sweep"
         build/tools/cohort-bench "$c" "${args[@]}" --spawn "$p" >"$raw/native.$c.$p.$sweep.$rep"
-        COHORT_MPI_THREAD=worker mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
+        mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
           >"$raw/mpi_worker.$c.$p.$sweep.$rep"
         COHORT_MPI_THREAD=caller mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
           >"$raw/mpi_caller.$c.$p.$sweep.$rep"
+        COHORT_MPI_WAIT=poll mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
+          >"$raw/mpi_poll.$c.$p.$sweep.$rep"
         mpirun_np "$p" build/bench/mpi_bench "$c" "${args[@]}" >"$raw/raw.$c.$p.$sweep.$rep"
         unset -n args
       done
@@ -59,17 +62,19 @@ def load(impl, coll, p):
 lines = [f"# cohort's mpi backend vs raw Open MPI, one host, time (us), median of {reps} runs", ""]
 for coll in colls:
     for p in ranks:
-        n, w, c, r = (load(i, coll, p) for i in ("native", "mpi_worker", "mpi_caller", "raw"))
+        n, w, c, q, r = (load(i, coll, p) for i in ("native", "mpi_worker", "mpi_caller", "mpi_poll", "raw"))
         lines += [f"## {coll}, {p} ranks", "",
-                  "| size (B) | cohort native | cohort mpi (worker) | cohort mpi (caller) | raw Open MPI "
-                  "| worker / raw | caller / raw |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| size (B) | cohort native | cohort mpi (default) | cohort mpi (caller) | cohort mpi (poll) "
+                  "| raw Open MPI | default / raw | caller / raw | poll / raw |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for s in sorted(r):
             f = lambda d: f"{d[s]:.2f}" if s in d else "-"
             ratio = lambda d: f"{d[s] / r[s]:.2f}" if s in d and r[s] > 0 else "-"
-            lines.append(f"| {s} | {f(n)} | {f(w)} | {f(c)} | {f(r)} | {ratio(w)} | {ratio(c)} |")
+            lines.append(f"| {s} | {f(n)} | {f(w)} | {f(c)} | {f(q)} | {f(r)} | {ratio(w)} | {ratio(c)} "
+                         f"| {ratio(q)} |")
         lines.append("")
-lines.append("worker / raw, caller / raw: cohort's mpi backend time over raw MPI's (1.00 = no overhead).")
+lines.append("default: blocking MPI calls on the group's worker thread; caller: COHORT_MPI_THREAD=caller; "
+             "poll: COHORT_MPI_WAIT=poll. x / raw: that time over raw MPI's (1.00 = no overhead).")
 open(f"{out}/compare_mpi.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

@@ -116,6 +116,14 @@ inline constexpr KnobSpec kMpiThread{
     "within a group never overlap). caller saves two thread wake-ups per small collective.",
     "worker|caller"};
 
+inline constexpr KnobSpec kMpiWait{
+    "COHORT_MPI_WAIT", KnobType::kChoice, "block",
+    "How the mpi backend waits for a collective: block (MPI's blocking call, its fastest; one "
+    "that outlives its timeout makes a watchdog end the job with MPI_Abort, since MPI cannot "
+    "cancel it) or poll (MPI's non-blocking call polled against the deadline; on timeout the Work "
+    "fails with TimeoutError and the group is marked broken).",
+    "block|poll"};
+
 inline constexpr KnobSpec kShm{
     "COHORT_SHM", KnobType::kChoice, "auto",
     "Whether ranks on one host talk through shared memory: auto (yes, decided from each rank's host "
@@ -169,6 +177,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kAlgo,
     &kDefaultTimeoutS,
     &kMpiThread,
+    &kMpiWait,
     &kTcpBufferBytes,
     &kTcpConnect,
     &kFileStoreCompactBytes,

@@ -28,6 +28,10 @@ struct Layout {
 
 constexpr size_t kMaxCount = INT_MAX;
 
+// How often the watchdog looks at the blocking call in flight: a timeout
+// ends the job at most this much after its deadline.
+constexpr std::chrono::milliseconds kWatchPeriod{100};
+
 Status too_large(const std::string& what, size_t count) {
   return invalid_argument(what + ": " + std::to_string(count) +
                           " elements is more than the mpi backend can pass (MPI counts are int, at most " +
@@ -137,7 +141,9 @@ MpiBackend::MpiBackend(MPI_Comm comm, int rank, int size)
       rank_(rank),
       size_(size),
       tag_ub_(32767),
-      caller_thread_(config_string(knobs::kMpiThread) == "caller") {
+      caller_thread_(config_string(knobs::kMpiThread) == "caller"),
+      poll_(config_string(knobs::kMpiWait) == "poll") {
+  if (!poll_) watchdog_ = std::thread([this] { watchdog_loop(); });
   int* ub = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
@@ -145,6 +151,14 @@ MpiBackend::MpiBackend(MPI_Comm comm, int rank, int size)
 }
 
 MpiBackend::~MpiBackend() {
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      stop_watchdog_ = true;
+    }
+    watch_cv_.notify_one();
+    watchdog_.join();
+  }
   fail_all_pending(Status(StatusCode::kBackendError, "the group was destroyed"));
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -188,7 +202,7 @@ Status MpiBackend::finish(int rc, MPI_Request request, const char* call, const O
       // MPI cannot cancel a collective: leave it to MPI and fail the group.
       abandoned_.push_back(request);
       return Status(StatusCode::kTimeout,
-                    *op.what + ": " + call +
+                    *op.what + ": " + call + " (non-blocking)" +
                         " did not complete before the timeout (some rank did not join it?); MPI cannot "
                         "cancel it, so MPI may still use its buffers");
     }
@@ -196,16 +210,61 @@ Status MpiBackend::finish(int rc, MPI_Request request, const char* call, const O
   }
 }
 
-Status MpiBackend::broadcast(const Buffer& buffer, int root, const OpContext& op) {
-  if (buffer.count > kMaxCount) return too_large(*op.what, buffer.count);
-  MPI_Request req;
+template <class Polled, class... A, class... B>
+Status MpiBackend::collective(const char* call, const OpContext& op, int (*blocking)(A...), Polled polled,
+                              B&&... args) {
+  if (poll_) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+    {
+      mpi::CallLock lock;
+      rc = polled(std::forward<B>(args)..., &req);
+    }
+    return finish(rc, req, call, op);
+  }
+  {
+    // The watchdog is not woken: it looks every kWatchPeriod, so that a
+    // small collective costs no thread wake-up.
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watched_ = &op;
+    watched_call_ = call;
+  }
   int rc;
   {
     mpi::CallLock lock;
-    rc = MPI_Ibcast(buffer.data, static_cast<int>(buffer.count), mpi::datatype(buffer.dtype), root, comm_,
-                    &req);
+    rc = blocking(std::forward<B>(args)...);
   }
-  return finish(rc, req, "MPI_Ibcast", op);
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watched_ = nullptr;
+  }
+  return mpi::check(rc, call, *op.what);
+}
+
+void MpiBackend::watchdog_loop() {
+  std::unique_lock<std::mutex> lock(watch_mu_);
+  while (!stop_watchdog_) {
+    if (watched_ == nullptr || !watched_->deadline.expired()) {
+      watch_cv_.wait_for(lock, kWatchPeriod);
+      continue;
+    }
+    // A blocking MPI call cannot be cancelled and the worker is inside it:
+    // the only way not to hang forever is to end the job, as torch's NCCL
+    // watchdog does. COHORT_MPI_WAIT=poll gives a TimeoutError instead.
+    COHORT_LOG(kError)
+        << *watched_->what << ": " << watched_call_
+        << " did not complete within its timeout (some rank did not join it?); a blocking MPI "
+           "call cannot be cancelled, so the mpi backend's watchdog ends the job with MPI_Abort "
+           "(COHORT_MPI_WAIT=poll raises TimeoutError instead)";
+    MPI_Abort(comm_, 1);
+    return;
+  }
+}
+
+Status MpiBackend::broadcast(const Buffer& buffer, int root, const OpContext& op) {
+  if (buffer.count > kMaxCount) return too_large(*op.what, buffer.count);
+  return collective("MPI_Bcast", op, MPI_Bcast, MPI_Ibcast, buffer.data, static_cast<int>(buffer.count),
+                    mpi::datatype(buffer.dtype), root, comm_);
 }
 
 Status MpiBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) {
@@ -215,14 +274,8 @@ Status MpiBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const Op
   // PREMUL_SUM scales each rank's input, then sums; AVG sums, then divides.
   if (reduce_op.kind == ReduceOp::PREMUL_SUM)
     scale(buffer.dtype, buffer.data, buffer.count, reduce_op.factor);
-  MPI_Request req;
-  int rc;
-  {
-    mpi::CallLock lock;
-    rc = MPI_Iallreduce(MPI_IN_PLACE, buffer.data, static_cast<int>(buffer.count),
-                        mpi::datatype(buffer.dtype), mpi_op.value(), comm_, &req);
-  }
-  Status st = finish(rc, req, "MPI_Iallreduce", op);
+  Status st = collective("MPI_Allreduce", op, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, buffer.data,
+                         static_cast<int>(buffer.count), mpi::datatype(buffer.dtype), mpi_op.value(), comm_);
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) scale(buffer.dtype, buffer.data, buffer.count, 1.0 / size_);
   return st;
 }
@@ -240,15 +293,9 @@ Status MpiBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op, co
     }
     scale(buffer.dtype, input, buffer.count, reduce_op.factor);
   }
-  MPI_Request req;
-  int rc;
-  {
-    mpi::CallLock lock;
-    rc = MPI_Ireduce(rank_ == root ? MPI_IN_PLACE : input, rank_ == root ? buffer.data : nullptr,
-                     static_cast<int>(buffer.count), mpi::datatype(buffer.dtype), mpi_op.value(), root, comm_,
-                     &req);
-  }
-  Status st = finish(rc, req, "MPI_Ireduce", op);
+  Status st = collective("MPI_Reduce", op, MPI_Reduce, MPI_Ireduce, rank_ == root ? MPI_IN_PLACE : input,
+                         rank_ == root ? buffer.data : nullptr, static_cast<int>(buffer.count),
+                         mpi::datatype(buffer.dtype), mpi_op.value(), root, comm_);
   if (st.ok() && reduce_op.kind == ReduceOp::AVG && rank_ == root) {
     scale(buffer.dtype, buffer.data, buffer.count, 1.0 / size_);
   }
@@ -267,14 +314,9 @@ Status MpiBackend::all_gather(const std::vector<Buffer>& outputs, const Buffer& 
   }
   // MPI forbids the input aliasing the output, except as MPI_IN_PLACE.
   const bool in_place = l.contiguous && input.count && input.data == outputs[rank_].data;
-  MPI_Request req;
-  int rc;
-  {
-    mpi::CallLock lock;
-    rc = MPI_Iallgatherv(in_place ? MPI_IN_PLACE : input.data, static_cast<int>(input.count), type, recv,
-                         l.counts.data(), l.displs.data(), type, comm_, &req);
-  }
-  Status st = finish(rc, req, "MPI_Iallgatherv", op);
+  Status st =
+      collective("MPI_Allgatherv", op, MPI_Allgatherv, MPI_Iallgatherv, in_place ? MPI_IN_PLACE : input.data,
+                 static_cast<int>(input.count), type, recv, l.counts.data(), l.displs.data(), type, comm_);
   if (st.ok() && !l.contiguous) unpack(outputs, l, recv);
   return st;
 }
@@ -298,14 +340,9 @@ Status MpiBackend::gather(const std::vector<Buffer>& outputs, const Buffer& inpu
       recv = scratch_.data();
     }
   }
-  MPI_Request req;
-  int rc;
-  {
-    mpi::CallLock lock;
-    rc = MPI_Igatherv(in_place ? MPI_IN_PLACE : input.data, static_cast<int>(input.count), type, recv,
-                      l.counts.data(), l.displs.data(), type, root, comm_, &req);
-  }
-  Status st = finish(rc, req, "MPI_Igatherv", op);
+  Status st = collective("MPI_Gatherv", op, MPI_Gatherv, MPI_Igatherv, in_place ? MPI_IN_PLACE : input.data,
+                         static_cast<int>(input.count), type, recv, l.counts.data(), l.displs.data(), type,
+                         root, comm_);
   if (st.ok() && rank_ == root && !l.contiguous) unpack(outputs, l, recv);
   return st;
 }
@@ -324,14 +361,9 @@ Status MpiBackend::scatter(const Buffer& output, const std::vector<Buffer>& inpu
     send = l.contiguous ? l.base : pack(inputs, l, staging_);
     in_place = l.contiguous && output.count && output.data == inputs[rank_].data;
   }
-  MPI_Request req;
-  int rc;
-  {
-    mpi::CallLock lock;
-    rc = MPI_Iscatterv(send, l.counts.data(), l.displs.data(), type, in_place ? MPI_IN_PLACE : output.data,
-                       static_cast<int>(output.count), type, root, comm_, &req);
-  }
-  return finish(rc, req, "MPI_Iscatterv", op);
+  return collective("MPI_Scatterv", op, MPI_Scatterv, MPI_Iscatterv, send, l.counts.data(), l.displs.data(),
+                    type, in_place ? MPI_IN_PLACE : output.data, static_cast<int>(output.count), type, root,
+                    comm_);
 }
 
 Status MpiBackend::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs, ReduceOp reduce_op,
@@ -356,14 +388,8 @@ Status MpiBackend::reduce_scatter(const Buffer& output, const std::vector<Buffer
     scratch_.resize(output.bytes() + 1);
     recv = scratch_.data();
   }
-  MPI_Request req;
-  int rc;
-  {
-    mpi::CallLock lock;
-    rc = MPI_Ireduce_scatter(send, recv, l.counts.data(), mpi::datatype(output.dtype), mpi_op.value(), comm_,
-                             &req);
-  }
-  Status st = finish(rc, req, "MPI_Ireduce_scatter", op);
+  Status st = collective("MPI_Reduce_scatter", op, MPI_Reduce_scatter, MPI_Ireduce_scatter, send, recv,
+                         l.counts.data(), mpi::datatype(output.dtype), mpi_op.value(), comm_);
   if (!st.ok()) return st;
   if (!apart && output.count) std::memcpy(output.data, recv, output.bytes());
   if (reduce_op.kind == ReduceOp::AVG) scale(output.dtype, output.data, output.count, 1.0 / size_);
@@ -388,26 +414,14 @@ Status MpiBackend::all_to_all(const std::vector<Buffer>& outputs, const std::vec
   uint8_t* send = in.base;
   if (!in.contiguous || overlaps(send, in.total * esize, recv, out.total * esize))
     send = pack(inputs, in, staging_);
-  MPI_Request req;
-  int rc;
-  {
-    mpi::CallLock lock;
-    rc = MPI_Ialltoallv(send, in.counts.data(), in.displs.data(), type, recv, out.counts.data(),
-                        out.displs.data(), type, comm_, &req);
-  }
-  Status st = finish(rc, req, "MPI_Ialltoallv", op);
+  Status st = collective("MPI_Alltoallv", op, MPI_Alltoallv, MPI_Ialltoallv, send, in.counts.data(),
+                         in.displs.data(), type, recv, out.counts.data(), out.displs.data(), type, comm_);
   if (st.ok() && !out.contiguous) unpack(outputs, out, recv);
   return st;
 }
 
 Status MpiBackend::barrier(const OpContext& op) {
-  MPI_Request req;
-  int rc;
-  {
-    mpi::CallLock lock;
-    rc = MPI_Ibarrier(comm_, &req);
-  }
-  return finish(rc, req, "MPI_Ibarrier", op);
+  return collective("MPI_Barrier", op, MPI_Barrier, MPI_Ibarrier, comm_);
 }
 
 void MpiBackend::post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done) {

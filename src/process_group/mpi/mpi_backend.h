@@ -6,19 +6,26 @@
 // to MPI; with only MPI_THREAD_SERIALIZED, mpi::CallLock also serialises
 // the workers of different groups. COHORT_MPI_THREAD=caller lets an idle
 // group's blocking collective run on the caller's thread instead (still
-// never two calls of one group at once), which saves the hand-off. Collectives use MPI's non-blocking forms
-// (MPI_Iallreduce, ...) and the worker polls them against the operation's
-// deadline, so a timeout is reported like with the native backend. MPI
-// cannot cancel a started collective: on timeout the request is abandoned
-// (its buffers may still be written by MPI), the Work fails with
-// TimeoutError and the group is marked broken.
+// never two calls of one group at once), which saves the hand-off.
+//
+// Waiting and timeouts (COHORT_MPI_WAIT): MPI cannot cancel a collective.
+// With `block` (the default) collectives are MPI's blocking calls (its
+// fastest algorithms); a watchdog thread ends the job with MPI_Abort, after
+// logging the operation, if one outlives its deadline. With `poll` they are
+// MPI's non-blocking forms (MPI_Iallreduce, ...) polled against the
+// deadline: on timeout the request is abandoned (MPI may still write its
+// buffers), the Work fails with TimeoutError and the group is marked
+// broken. Point-to-point calls always poll: a timed-out receive is
+// cancelled, a send abandoned.
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "process_group/backend.h"
@@ -76,6 +83,12 @@ class MpiBackend : public Backend {
   // abort); `rc` is what starting it returned.
   Status finish(int rc, MPI_Request request, const char* call, const OpContext& op);
   Status aborted_status() const;
+  // collective runs `blocking(args...)`, or with COHORT_MPI_WAIT=poll
+  // `polled(args..., &request)` and waits for it; `call` names it.
+  template <class Polled, class... A, class... B>
+  Status collective(const char* call, const OpContext& op, int (*blocking)(A...), Polled polled, B&&... args);
+  // watchdog_loop ends the job when a blocking call outlives its deadline.
+  void watchdog_loop();
   // complete_pending completes request i with `st` and forgets it.
   void complete_pending(size_t i, const Status& st, int source);
   // fail_all_pending completes every request in flight with `st`
@@ -86,7 +99,14 @@ class MpiBackend : public Backend {
   int rank_;
   int size_;
   int tag_ub_;
-  bool caller_thread_;                 // COHORT_MPI_THREAD=caller, read once at creation
+  bool caller_thread_;    // COHORT_MPI_THREAD=caller, read once at creation
+  bool poll_;             // COHORT_MPI_WAIT=poll, read once at creation
+  std::thread watchdog_;  // with COHORT_MPI_WAIT=block only
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  const OpContext* watched_ = nullptr;  // the blocking call in flight (guarded by watch_mu_)
+  const char* watched_call_ = "";
+  bool stop_watchdog_ = false;
   std::vector<uint8_t> scratch_;       // reused by every operation (worker thread only)
   std::vector<uint8_t> staging_;       // a second one, for copies of inputs
   std::vector<MPI_Request> requests_;  // point-to-point, parallel to pending_

@@ -46,7 +46,7 @@ void initialize(Runtime& r) {
   if (already) {
     MPI_Query_thread(&r.provided);
   } else {
-    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &r.provided);
+    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &r.provided);
     if (rc != MPI_SUCCESS) {
       r.init_status =
           Status(StatusCode::kBackendError, "MPI_Init_thread failed (code " + std::to_string(rc) + ")");

@@ -18,9 +18,10 @@
 
 namespace cohort::mpi {
 
-// ensure_initialized calls MPI_Init_thread the first time (asking for
-// MPI_THREAD_MULTIPLE, accepting MPI_THREAD_SERIALIZED) and registers
-// MPI_Finalize to run at exit. If the program initialised MPI itself, its
+// ensure_initialized calls MPI_Init_thread the first time, asking for
+// MPI_THREAD_SERIALIZED as torch does: cohort never calls MPI from two
+// threads at once (CallLock), and MPI_THREAD_MULTIPLE makes Open MPI lock
+// inside every call. It registers MPI_Finalize to run at exit. If the program initialised MPI itself, its
 // thread level is checked and finalising is left to it. Thread-safe.
 Status ensure_initialized();
 
@@ -29,8 +30,10 @@ int world_rank();
 int world_size();
 
 // CallLock serialises MPI calls from different cohort threads when MPI gave
-// only MPI_THREAD_SERIALIZED (several groups each have a worker thread);
-// with MPI_THREAD_MULTIPLE it does nothing.
+// only MPI_THREAD_SERIALIZED (several groups each have a worker thread; a
+// blocking collective of one group holds it, so groups of one process take
+// turns, as with torch's ProcessGroupMPI); with MPI_THREAD_MULTIPLE (a
+// program that initialised MPI so itself) it does nothing.
 class CallLock {
  public:
   CallLock();
