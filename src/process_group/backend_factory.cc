@@ -1,5 +1,6 @@
 // The factories of backend_factory.h for backends this build lacks; the
-// built ones define theirs next to their code (mpi/mpi_backend.cc).
+// built ones define theirs next to their code (mpi/mpi_backend.cc,
+// nccl/nccl_backend.cc).
 #include "process_group/backend_factory.h"
 
 namespace cohort {
@@ -17,6 +18,16 @@ Status mpi_world(int*, int*) {
 }
 Result<std::unique_ptr<Backend>> make_mpi_backend(const std::vector<int>&, int) {
   return no_mpi();
+}
+#endif
+
+#ifndef COHORT_HAVE_NCCL
+Result<std::unique_ptr<Backend>> make_nccl_backend(std::shared_ptr<Store>, int, int,
+                                                   std::chrono::milliseconds, const std::string&) {
+  return Status(
+      StatusCode::kBackendError,
+      "backend 'nccl' is not built into this cohort (configure with -DCOHORT_WITH_NCCL=ON, with NCCL "
+      "and the CUDA runtime under CUDA_HOME or /usr/local/cuda)");
 }
 #endif
 
