@@ -314,9 +314,16 @@ Status MpiBackend::all_gather(const std::vector<Buffer>& outputs, const Buffer& 
   }
   // MPI forbids the input aliasing the output, except as MPI_IN_PLACE.
   const bool in_place = l.contiguous && input.count && input.data == outputs[rank_].data;
-  Status st =
-      collective("MPI_Allgatherv", op, MPI_Allgatherv, MPI_Iallgatherv, in_place ? MPI_IN_PLACE : input.data,
-                 static_cast<int>(input.count), type, recv, l.counts.data(), l.displs.data(), type, comm_);
+  // Equal blocks back to back take MPI_Allgather, whose algorithms Open
+  // MPI tunes more than MPI_Allgatherv's.
+  const bool even =
+      l.contiguous && std::all_of(l.counts.begin(), l.counts.end(), [&](int c) { return c == l.counts[0]; });
+  const void* send = in_place ? MPI_IN_PLACE : input.data;
+  const int count = static_cast<int>(input.count);
+  Status st = even ? collective("MPI_Allgather", op, MPI_Allgather, MPI_Iallgather, send, count, type, recv,
+                                count, type, comm_)
+                   : collective("MPI_Allgatherv", op, MPI_Allgatherv, MPI_Iallgatherv, send, count, type,
+                                recv, l.counts.data(), l.displs.data(), type, comm_);
   if (st.ok() && !l.contiguous) unpack(outputs, l, recv);
   return st;
 }
