@@ -144,6 +144,9 @@ MpiBackend::MpiBackend(MPI_Comm comm, int rank, int size)
       caller_thread_(config_string(knobs::kMpiThread) == "caller"),
       poll_(config_string(knobs::kMpiWait) == "poll") {
   if (!poll_) watchdog_ = std::thread([this] { watchdog_loop(); });
+  COHORT_LOG(kDebug) << "mpi backend: rank " << rank_ << " of " << size_ << ", MPI calls on "
+                     << (caller_thread_ ? "the caller's thread when idle" : "the group's worker") << ", "
+                     << (poll_ ? "non-blocking collectives polled" : "blocking collectives, watchdog");
   int* ub = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
