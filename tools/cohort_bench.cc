@@ -2,11 +2,13 @@
 //
 //   cohort-bench COLLECTIVE [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
 //                [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] [--spawn N]
+//                [--backend cohort|mpi|SPEC]
 //
 // COLLECTIVE: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
 // all_to_all. Sizes take K, M, G suffixes. Every rank is a process that
 // joins through env:// (any launcher works); --spawn N starts N local ranks
-// itself. Rank 0 prints one line per size:
+// itself. --backend mpi runs over Open MPI: start it with
+// `mpirun -np N cohort-bench ... --backend mpi`. Rank 0 prints one line per size:
 //   size count type redop root time(us) algbw(GB/s) busbw(GB/s) #wrong
 // time is the mean over -n iterations of the slowest rank; algbw = size /
 // time; busbw = algbw x the factor nccl-tests documents: all_reduce
@@ -45,6 +47,7 @@ struct Args {
   ReduceOp op = ReduceOp::SUM;
   int root = 0;
   int spawn = 0;
+  std::string backend = "cohort";
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -53,7 +56,7 @@ struct Args {
       "cohort-bench: %s\nusage: cohort-bench "
       "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier "
       "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
-      "[--spawn N]\n",
+      "[--spawn N] [--backend cohort|mpi]\n",
       why.c_str());
   std::exit(2);
 }
@@ -108,6 +111,8 @@ Args parse(int argc, char** argv) {
       a.json = true;
     else if (f == "--spawn")
       a.spawn = std::atoi(next());
+    else if (f == "--backend")
+      a.backend = next();
     else
       usage("unknown option " + f);
   }
@@ -175,7 +180,9 @@ int main(int argc, char** argv) {
   // A barrier moves no data: one row, of size 0.
   const bool barrier = c == "barrier";
   try {
-    init_process_group();
+    InitOptions init;
+    init.backend = a.backend;
+    init_process_group(init);
     auto g = default_group();
     const int rank = g->rank(), n = g->size();
     const size_t es = dtype_size(a.dtype);

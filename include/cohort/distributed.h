@@ -22,7 +22,10 @@ namespace cohort {
 // InitOptions are init_process_group's arguments, with torch's defaults.
 struct InitOptions {
   // backend: "cohort" (also accepted: "native", and "gloo" as a synonym so
-  // that torch programs port unchanged).
+  // that torch programs port unchanged), "mpi" (under mpirun: rank and size
+  // come from MPI), "nccl" (CUDA buffers), or one backend per device as
+  // torch writes it: "cpu:cohort,cuda:nccl", "cpu:mpi,cuda:nccl". Unknown
+  // names or devices throw InvalidArgument.
   std::string backend = "cohort";
   // init_method: env://, tcp://host:port or file:///path; ignored when a
   // store is given.
@@ -113,10 +116,12 @@ std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& o
 // make_group builds a cohort-backend group over `store` (already namespaced
 // for it) without touching the default group: the ranks-as-threads tests
 // and tools use it. `master_host` picks the address to listen on (see
-// COHORT_SOCKET_IFNAME); empty means loopback.
+// COHORT_SOCKET_IFNAME); empty means loopback. `backend` is a name or a
+// per-device spec as for init_process_group ("cpu:cohort,cuda:nccl").
 std::shared_ptr<ProcessGroup> make_group(std::shared_ptr<Store> store, int rank, int size,
                                          std::chrono::milliseconds timeout,
                                          const std::string& name = "default",
-                                         const std::string& master_host = "");
+                                         const std::string& master_host = "",
+                                         const std::string& backend = "cohort");
 
 }  // namespace cohort

@@ -108,6 +108,22 @@ inline constexpr KnobSpec kDefaultTimeoutS{
     "Default timeout of process groups (torch's default_pg_timeout), used when init_process_group "
     "is given none."};
 
+inline constexpr KnobSpec kMpiThread{
+    "COHORT_MPI_THREAD", KnobType::kChoice, "worker",
+    "Which thread makes the mpi backend's MPI calls: worker (every call on the group's worker "
+    "thread, one thread per group, as torch's ProcessGroupMPI) or caller (a blocking collective "
+    "that finds the group idle runs on the calling thread, as with the native backend; calls "
+    "within a group never overlap). caller saves two thread wake-ups per small collective.",
+    "worker|caller"};
+
+inline constexpr KnobSpec kMpiWait{
+    "COHORT_MPI_WAIT", KnobType::kChoice, "block",
+    "How the mpi backend waits for a collective: block (MPI's blocking call, its fastest; one "
+    "that outlives its timeout makes a watchdog end the job with MPI_Abort, since MPI cannot "
+    "cancel it) or poll (MPI's non-blocking call polled against the deadline; on timeout the Work "
+    "fails with TimeoutError and the group is marked broken).",
+    "block|poll"};
+
 inline constexpr KnobSpec kShm{
     "COHORT_SHM", KnobType::kChoice, "auto",
     "Whether ranks on one host talk through shared memory: auto (yes, decided from each rank's host "
@@ -160,6 +176,8 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kTcpSpinUs,
     &kAlgo,
     &kDefaultTimeoutS,
+    &kMpiThread,
+    &kMpiWait,
     &kTcpBufferBytes,
     &kTcpConnect,
     &kFileStoreCompactBytes,

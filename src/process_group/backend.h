@@ -54,6 +54,14 @@ class Backend {
   virtual void progress(Deadline until) { (void)until; }
   virtual void wake() {}
   virtual void abort(const Status& reason) { (void)reason; }
+  // may_run_inline says whether a blocking collective may run on the
+  // caller's thread when the group is idle. A backend whose library wants
+  // every call on one thread (MPI) says no: then everything runs on the
+  // group's worker.
+  virtual bool may_run_inline() const { return true; }
+  // supports_device says whether buffers on devices of `type` can be given
+  // to this backend (ProcessGroup refuses others on the caller's thread).
+  virtual bool supports_device(DeviceType type) const { return type == DeviceType::kCPU; }
 
  protected:
   Status unsupported(const char* op) const {

@@ -10,6 +10,8 @@
 #include "cohort/prefix_store.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
+#include "process_group/backend_factory.h"
+#include "process_group/dispatch_backend.h"
 #include "process_group/native_backend.h"
 #include "rendezvous/init_url.h"
 #include "transport/shm/connect.h"
@@ -26,6 +28,7 @@ struct World {
   int groups_made = 0;
   std::string master_host;
   std::chrono::milliseconds timeout{0};
+  BackendSpec spec;  // the default group's backends, which new_group's groups use too
 };
 
 World& world() {
@@ -33,9 +36,10 @@ World& world() {
   return w;
 }
 
-std::shared_ptr<ProcessGroup> build_group(const std::shared_ptr<Store>& store, int rank,
-                                          std::vector<int> global_ranks, std::chrono::milliseconds timeout,
-                                          const std::string& name, const std::string& master_host) {
+std::unique_ptr<Backend> build_native_backend(const std::shared_ptr<Store>& store, int rank,
+                                              const std::vector<int>& global_ranks,
+                                              std::chrono::milliseconds timeout, const std::string& name,
+                                              const std::string& master_host) {
   const int size = static_cast<int>(global_ranks.size());
   auto address = tcp::local_address(master_host);
   if (!address.ok()) throw_status(address.status().with_context("group " + name));
@@ -48,8 +52,53 @@ std::shared_ptr<ProcessGroup> build_group(const std::shared_ptr<Store>& store, i
   }
   COHORT_LOG(kInfo) << "group " << name << ": rank " << rank << " of " << size << " connected from "
                     << address.value();
-  auto backend = std::make_unique<NativeBackend>(std::move(transport.value()));
+  return std::make_unique<NativeBackend>(std::move(transport.value()));
+}
+
+// build_group makes the group of `global_ranks` with the backends of
+// `spec` (MPI: global ranks are MPI_COMM_WORLD ranks; `tag` tells apart
+// MPI groups made one after the other). `store` serves the backends that
+// need one (native, NCCL).
+std::shared_ptr<ProcessGroup> build_group(const BackendSpec& spec, const std::shared_ptr<Store>& store,
+                                          int rank, std::vector<int> global_ranks,
+                                          std::chrono::milliseconds timeout, const std::string& name,
+                                          const std::string& master_host, int tag) {
+  auto unwrap = [&name](Result<std::unique_ptr<Backend>> r) {
+    if (!r.ok()) throw_status(r.status().with_context("group " + name));
+    return std::move(r.value());
+  };
+  std::unique_ptr<Backend> cpu, cuda;
+  if (spec.cpu == "cohort") cpu = build_native_backend(store, rank, global_ranks, timeout, name, master_host);
+  if (spec.cpu == "mpi") cpu = unwrap(make_mpi_backend(global_ranks, tag));
+  if (spec.cuda == "nccl") {
+    cuda = unwrap(make_nccl_backend(store, rank, static_cast<int>(global_ranks.size()), timeout, name));
+  }
+  std::unique_ptr<Backend> backend;
+  if (cpu && cuda) {
+    backend = std::make_unique<DispatchBackend>(spec.canonical(), std::move(cpu), std::move(cuda));
+  } else {
+    backend = cpu ? std::move(cpu) : std::move(cuda);
+  }
   return std::make_shared<ProcessGroup>(std::move(backend), rank, std::move(global_ranks), name, timeout);
+}
+
+BackendSpec parse_spec(const std::string& where, const std::string& text) {
+  auto spec = parse_backend_spec(text);
+  if (!spec.ok()) throw_status(spec.status().with_context(where));
+  return spec.value();
+}
+
+// mpi_rank_and_size takes rank and size from MPI (the program runs under
+// mpirun); given ones must agree.
+void mpi_rank_and_size(const InitOptions& options, int* rank, int* size) {
+  throw_if_error(mpi_world(rank, size));
+  if ((options.rank >= 0 && options.rank != *rank) ||
+      (options.world_size > 0 && options.world_size != *size)) {
+    throw InvalidArgument("init_process_group: backend mpi takes rank and world size from MPI (rank " +
+                          std::to_string(*rank) + " of " + std::to_string(*size) + ") but rank " +
+                          std::to_string(options.rank) + " of " + std::to_string(options.world_size) +
+                          " was given");
+  }
 }
 
 std::chrono::milliseconds default_timeout() {
@@ -68,16 +117,17 @@ GroupPtr resolve(const GroupPtr& group) {
 
 std::shared_ptr<ProcessGroup> make_group(std::shared_ptr<Store> store, int rank, int size,
                                          std::chrono::milliseconds timeout, const std::string& name,
-                                         const std::string& master_host) {
+                                         const std::string& master_host, const std::string& backend) {
   if (!store) throw InvalidArgument("make_group: the store is null");
   if (size < 1 || rank < 0 || rank >= size) {
     throw InvalidArgument("make_group: rank " + std::to_string(rank) + " of world size " +
                           std::to_string(size) + " is out of range");
   }
+  const BackendSpec spec = parse_spec("make_group", backend);
   std::vector<int> ranks(static_cast<size_t>(size));
   for (int i = 0; i < size; ++i) ranks[i] = i;
   if (timeout.count() <= 0) timeout = default_timeout();
-  return build_group(store, rank, std::move(ranks), timeout, name, master_host);
+  return build_group(spec, store, rank, std::move(ranks), timeout, name, master_host, 0);
 }
 
 void init_process_group(const InitOptions& options) {
@@ -87,17 +137,14 @@ void init_process_group(const InitOptions& options) {
     if (w.group)
       throw InvalidArgument("init_process_group: the default process group is already initialized");
   }
-  const std::string& b = options.backend;
-  if (b == "mpi" || b == "nccl") {
-    throw BackendError("init_process_group: backend '" + b + "' is not built into this cohort yet");
-  }
-  if (b != "cohort" && b != "native" && b != "gloo") {
-    throw InvalidArgument("init_process_group: unknown backend '" + b + "' (use \"cohort\")");
-  }
+  const BackendSpec spec = parse_spec("init_process_group", options.backend);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : default_timeout();
   std::shared_ptr<Store> store = options.store;
   int rank = options.rank, world_size = options.world_size;
   std::string master_host;
+  // MPI alone needs no store: it has its own rendezvous (mpirun).
+  const bool needs_store = spec.cpu != "mpi" || !spec.cuda.empty();
+  if (spec.cpu == "mpi") mpi_rank_and_size(options, &rank, &world_size);
   if (store) {
     if (rank < 0 || world_size < 1) {
       throw InvalidArgument("init_process_group: with a store, rank and world_size must be given (rank " +
@@ -107,23 +154,26 @@ void init_process_group(const InitOptions& options) {
       throw InvalidArgument("init_process_group: rank " + std::to_string(rank) +
                             " is out of range for world_size " + std::to_string(world_size));
     }
-  } else {
+  } else if (needs_store) {
     Rendezvous rv = rendezvous(options.init_method, rank, world_size, timeout, &master_host);
     store = rv.store;
     rank = rv.rank;
     world_size = rv.world_size;
   }
   set_log_rank(rank);
-  auto group_store = std::make_shared<PrefixStore>("cohort/" + options.group_name, store);
+  std::shared_ptr<Store> group_store;
+  if (store) group_store = std::make_shared<PrefixStore>("cohort/" + options.group_name, store);
   std::vector<int> ranks(static_cast<size_t>(world_size));
   for (int i = 0; i < world_size; ++i) ranks[i] = i;
-  auto group = build_group(group_store, rank, std::move(ranks), timeout, options.group_name, master_host);
+  auto group =
+      build_group(spec, group_store, rank, std::move(ranks), timeout, options.group_name, master_host, 0);
   std::lock_guard<std::mutex> lock(w.mu);
   w.store = store;
   w.group = group;
   w.master_host = master_host;
   w.timeout = timeout;
   w.groups_made = 0;
+  w.spec = spec;
 }
 
 void destroy_process_group() {
@@ -168,11 +218,14 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::c
   World& w = world();
   std::shared_ptr<Store> store;
   std::string name, master_host;
-  int my_rank, world_size;
+  int my_rank, world_size, number;
+  BackendSpec spec;
   {
     std::lock_guard<std::mutex> lock(w.mu);
     if (!w.group) throw InvalidArgument("new_group: call init_process_group first");
-    name = "group_" + std::to_string(++w.groups_made);
+    number = ++w.groups_made;
+    name = "group_" + std::to_string(number);
+    spec = w.spec;
     store = w.store;
     master_host = w.master_host;
     my_rank = w.group->rank();
@@ -195,8 +248,9 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::c
   auto it = std::find(ranks.begin(), ranks.end(), my_rank);
   if (it == ranks.end()) return nullptr;  // not a member: nothing to wait for
   const int group_rank = static_cast<int>(it - ranks.begin());
-  auto group_store = std::make_shared<PrefixStore>("cohort/" + name, store);
-  auto group = build_group(group_store, group_rank, ranks, timeout, name, master_host);
+  std::shared_ptr<Store> group_store;
+  if (store) group_store = std::make_shared<PrefixStore>("cohort/" + name, store);
+  auto group = build_group(spec, group_store, group_rank, ranks, timeout, name, master_host, number);
   std::lock_guard<std::mutex> lock(w.mu);
   w.subgroups.push_back(group);
   return group;

@@ -16,12 +16,17 @@ namespace {
   throw InvalidArgument(op + ": " + why);
 }
 
-void check_buffer(const std::string& op, const Buffer& b, const std::string& name) {
+const char* device_name(DeviceType type) {
+  return type == DeviceType::kCUDA ? "a CUDA device" : "the CPU";
+}
+
+void check_buffer(const std::string& op, const Buffer& b, const std::string& name, const Backend& backend) {
   if (b.data == nullptr && b.count > 0) {
     bad(op, name + " is a null pointer with " + std::to_string(b.count) + " elements");
   }
-  if (b.device.type != DeviceType::kCPU) {
-    bad(op, name + " is on a CUDA device; the cohort backend works on CPU buffers");
+  if (!backend.supports_device(b.device.type)) {
+    bad(op, name + " is on " + device_name(b.device.type) + " but backend " + backend.name() +
+                " has no backend for it (per device, e.g. backend \"cpu:cohort,cuda:nccl\")");
   }
 }
 
@@ -29,15 +34,20 @@ void check_dtype(const std::string& op, const Buffer& expected, const Buffer& b,
   if (expected.dtype != b.dtype) {
     bad(op, name + " is " + dtype_name(b.dtype) + " but the input is " + dtype_name(expected.dtype));
   }
+  if (expected.device.type != b.device.type) {
+    bad(op, name + " is on " + device_name(b.device.type) + " but the input is on " +
+                device_name(expected.device.type));
+  }
 }
 
-void check_list(const std::string& op, const std::vector<Buffer>& list, const std::string& name,
-                int expected) {
+void check_list(const std::string& op, const std::vector<Buffer>& list, const std::string& name, int expected,
+                const Backend& backend) {
   if (static_cast<int>(list.size()) != expected) {
     bad(op, name + " has " + std::to_string(list.size()) + " buffers; the group has " +
                 std::to_string(expected) + " ranks");
   }
-  for (size_t i = 0; i < list.size(); ++i) check_buffer(op, list[i], name + "[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < list.size(); ++i)
+    check_buffer(op, list[i], name + "[" + std::to_string(i) + "]", backend);
 }
 
 void check_reduce(const std::string& op, const Buffer& b, ReduceOp reduce_op) {
@@ -71,7 +81,7 @@ template <class Run>
 std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const CollectiveOptions& options,
                                                Run run) {
   uint64_t sequence;
-  if (!options.async_op && claim_inline(&sequence)) {
+  if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
     const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_);
     describe_into(&inline_what_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};
@@ -107,7 +117,7 @@ std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const Coll
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const BroadcastOptions& o) {
   const std::string op = "broadcast";
-  check_buffer(op, buffer, "buffer");
+  check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.src, "broadcast src");
   return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->broadcast(buffer, o.src, c), e);
@@ -116,7 +126,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const Broadc
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllReduceOptions& o) {
   const std::string op = "all_reduce";
-  check_buffer(op, buffer, "buffer");
+  check_buffer(op, buffer, "buffer", *backend_);
   check_reduce(op, buffer, o.op);
   return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->all_reduce(buffer, o.op, c), e);
@@ -125,7 +135,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllRe
 
 std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOptions& o) {
   const std::string op = "reduce";
-  check_buffer(op, buffer, "buffer");
+  check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.dst, "reduce dst");
   check_reduce(op, buffer, o.op);
   return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
@@ -136,8 +146,8 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOpt
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                                const AllGatherOptions& o) {
   const std::string op = "all_gather";
-  check_buffer(op, input, "input");
-  check_list(op, outputs, "outputs", size());
+  check_buffer(op, input, "input", *backend_);
+  check_list(op, outputs, "outputs", size(), *backend_);
   for (size_t i = 0; i < outputs.size(); ++i)
     check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
   if (outputs[rank_].count != input.count) {
@@ -153,8 +163,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output, const Buffer& input,
                                                            const AllGatherOptions& o) {
   const std::string op = "all_gather_into_tensor";
-  check_buffer(op, input, "input");
-  check_buffer(op, output, "output");
+  check_buffer(op, input, "input", *backend_);
+  check_buffer(op, output, "output", *backend_);
   check_dtype(op, input, output, "output");
   if (output.count != input.count * static_cast<size_t>(size())) {
     bad(op, "output holds " + std::to_string(output.count) + " elements; expected " + std::to_string(size()) +
@@ -171,10 +181,10 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                            const GatherOptions& o) {
   const std::string op = "gather";
-  check_buffer(op, input, "input");
+  check_buffer(op, input, "input", *backend_);
   check_rank(o.dst, "gather dst");
   if (rank_ == o.dst) {
-    check_list(op, outputs, "outputs", size());
+    check_list(op, outputs, "outputs", size(), *backend_);
     for (size_t i = 0; i < outputs.size(); ++i)
       check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
     if (outputs[rank_].count != input.count) {
@@ -192,10 +202,10 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
 std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                             const ScatterOptions& o) {
   const std::string op = "scatter";
-  check_buffer(op, output, "output");
+  check_buffer(op, output, "output", *backend_);
   check_rank(o.src, "scatter src");
   if (rank_ == o.src) {
-    check_list(op, inputs, "inputs", size());
+    check_list(op, inputs, "inputs", size(), *backend_);
     for (size_t i = 0; i < inputs.size(); ++i)
       check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
     if (inputs[rank_].count != output.count) {
@@ -213,8 +223,8 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                                    const ReduceScatterOptions& o) {
   const std::string op = "reduce_scatter";
-  check_buffer(op, output, "output");
-  check_list(op, inputs, "inputs", size());
+  check_buffer(op, output, "output", *backend_);
+  check_list(op, inputs, "inputs", size(), *backend_);
   check_reduce(op, output, o.op);
   for (size_t i = 0; i < inputs.size(); ++i)
     check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
@@ -230,8 +240,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, const Buffer& input,
                                                           const ReduceScatterOptions& o) {
   const std::string op = "reduce_scatter_tensor";
-  check_buffer(op, output, "output");
-  check_buffer(op, input, "input");
+  check_buffer(op, output, "output", *backend_);
+  check_buffer(op, input, "input", *backend_);
   check_dtype(op, output, input, "input");
   check_reduce(op, output, o.op);
   if (input.count != output.count * static_cast<size_t>(size())) {
@@ -249,8 +259,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs,
                                                const std::vector<Buffer>& inputs, const AllToAllOptions& o) {
   const std::string op = "all_to_all";
-  check_list(op, outputs, "outputs", size());
-  check_list(op, inputs, "inputs", size());
+  check_list(op, outputs, "outputs", size(), *backend_);
+  check_list(op, inputs, "inputs", size(), *backend_);
   for (int q = 0; q < size(); ++q) {
     check_dtype(op, inputs[0], inputs[q], "inputs[" + std::to_string(q) + "]");
     check_dtype(op, inputs[0], outputs[q], "outputs[" + std::to_string(q) + "]");
@@ -269,8 +279,8 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
                                                       const std::vector<size_t>& input_split_sizes,
                                                       const AllToAllOptions& o) {
   const std::string op = "all_to_all_single";
-  check_buffer(op, output, "output");
-  check_buffer(op, input, "input");
+  check_buffer(op, output, "output", *backend_);
+  check_buffer(op, input, "input", *backend_);
   check_dtype(op, input, output, "output");
   const size_t p = static_cast<size_t>(size());
   auto splits = [&](const std::vector<size_t>& given, const Buffer& b, const char* name) {
@@ -362,7 +372,7 @@ void ProcessGroup::monitored_barrier(const BarrierOptions& o, bool wait_all_rank
 
 std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2POptions& o) {
   const std::string op = "send";
-  check_buffer(op, buffer, "buffer");
+  check_buffer(op, buffer, "buffer", *backend_);
   check_rank(dst, "send dst");
   if (dst == rank_) bad(op, "dst is this rank (" + std::to_string(dst) + "); a rank cannot send to itself");
   return enqueue(
@@ -380,7 +390,7 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
 
 std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2POptions& o) {
   const std::string op = "recv";
-  check_buffer(op, buffer, "buffer");
+  check_buffer(op, buffer, "buffer", *backend_);
   if (src != kAnySourceRank) {
     check_rank(src, "recv src");
     if (src == rank_)

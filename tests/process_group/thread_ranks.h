@@ -2,6 +2,7 @@
 //
 // run_ranks starts `world_size` threads; each makes its group over one
 // shared HashStore (real TCP connections over loopback) and runs `body`.
+// `backend` is a name or per-device spec ("cpu:cohort,cuda:nccl").
 // An exception in any rank fails the test with the rank's message.
 #pragma once
 
@@ -19,14 +20,15 @@
 namespace cohort::testing {
 
 inline void run_ranks(int world_size, const std::function<void(ProcessGroup& group)>& body,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                      const std::string& backend = "cohort") {
   auto store = std::make_shared<HashStore>();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<size_t>(world_size));
   for (int r = 0; r < world_size; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto group = make_group(store, r, world_size, timeout, "test");
+        auto group = make_group(store, r, world_size, timeout, "test", "", backend);
         body(*group);
       } catch (const std::exception& e) {
         errors[r] = e.what();

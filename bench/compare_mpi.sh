@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# compare_mpi.sh: the cost of cohort's MPI layer. Side by side, in one run:
+# cohort's native backend (shared memory); cohort's mpi backend as
+# configured by default (blocking MPI calls on the group's worker thread),
+# with COHORT_MPI_THREAD=caller (on the caller's thread when the group is
+# idle) and with COHORT_MPI_WAIT=poll (non-blocking MPI calls polled
+# against the deadline); and raw Open MPI (bench/mpi_bench). Same sizes, ranks and iterations; each repeated REPS
+# times, alternating, so that all see the same machine load. Prints a
+# markdown table of median times and writes it to OUT_DIR/compare_mpi.md.
+#
+#   bench/compare_mpi.sh [REPS=3] [OUT_DIR=bench/results] [RANKS="2"] [COLLS="all_reduce all_gather"]
+#
+# Needs build/ with tools/cohort-bench and bench/mpi_bench, and mpirun.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS="${1:-3}"
+OUT="${2:-bench/results}"
+RANKS="${3:-2}"
+COLLS="${4:-all_reduce all_gather}"
+mkdir -p "$OUT"
+raw="$(mktemp -d)"
+trap 'rm -rf "$raw"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+root_flags=()
+[ "$(id -u)" = 0 ] && root_flags=(--allow-run-as-root)
+# The same mpirun for cohort's mpi backend and for raw MPI.
+mpirun_np() { mpirun "${root_flags[@]}" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np "$@"; }
+SMALL=(-b 1K -e 256K -f 4 -n 500 -w 20)
+LARGE=(-b 1M -e 16M -f 4 -n 20 -w 3)
+for ((rep = 0; rep < REPS; rep++)); do
+  for p in $RANKS; do
+    for c in $COLLS; do
+      for sweep in SMALL LARGE; do
+        declare -n args="$sweep"
+        build/tools/cohort-bench "$c" "${args[@]}" --spawn "$p" >"$raw/native.$c.$p.$sweep.$rep"
+        mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
+          >"$raw/mpi_worker.$c.$p.$sweep.$rep"
+        COHORT_MPI_THREAD=caller mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
+          >"$raw/mpi_caller.$c.$p.$sweep.$rep"
+        COHORT_MPI_WAIT=poll mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
+          >"$raw/mpi_poll.$c.$p.$sweep.$rep"
+        mpirun_np "$p" build/bench/mpi_bench "$c" "${args[@]}" >"$raw/raw.$c.$p.$sweep.$rep"
+        unset -n args
+      done
+    done
+  done
+done
+
+/usr/bin/python3 - "$raw" "$OUT" "$REPS" "$RANKS" "$COLLS" <<'PY'
+import glob, statistics, sys
+raw, out, reps, ranks, colls = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), sys.argv[5].split()
+
+def load(impl, coll, p):
+    runs = {}
+    for f in glob.glob(f"{raw}/{impl}.{coll}.{p}.*"):
+        for line in open(f):
+            cols = line.split()
+            if not line.startswith("#") and len(cols) >= 8 and cols[0].isdigit():
+                runs.setdefault(int(cols[0]), []).append(float(cols[5]))
+    return {s: statistics.median(v) for s, v in runs.items()}
+
+lines = [f"# cohort's mpi backend vs raw Open MPI, one host, time (us), median of {reps} runs", ""]
+for coll in colls:
+    for p in ranks:
+        n, w, c, q, r = (load(i, coll, p) for i in ("native", "mpi_worker", "mpi_caller", "mpi_poll", "raw"))
+        lines += [f"## {coll}, {p} ranks", "",
+                  "| size (B) | cohort native | cohort mpi (default) | cohort mpi (caller) | cohort mpi (poll) "
+                  "| raw Open MPI | default / raw | caller / raw | poll / raw |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for s in sorted(r):
+            f = lambda d: f"{d[s]:.2f}" if s in d else "-"
+            ratio = lambda d: f"{d[s] / r[s]:.2f}" if s in d and r[s] > 0 else "-"
+            lines.append(f"| {s} | {f(n)} | {f(w)} | {f(c)} | {f(q)} | {f(r)} | {ratio(w)} | {ratio(c)} "
+                         f"| {ratio(q)} |")
+        lines.append("")
+lines.append("default: blocking MPI calls on the group's worker thread; caller: COHORT_MPI_THREAD=caller; "
+             "poll: COHORT_MPI_WAIT=poll. x / raw: that time over raw MPI's (1.00 = no overhead).")
+open(f"{out}/compare_mpi.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY

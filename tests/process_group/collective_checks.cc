@@ -1,0 +1,359 @@
+// The collective checks of the matrix (DESIGN.md), shared by every
+// harness: each runs on one rank of a group and checks its results against
+// reference.h. The ranks-as-threads matrix (collective_matrix_test.cc) and
+// the MPI backend's program under mpirun (mpi_collectives_test.cc) call the
+// same functions.
+#include "process_group/collective_checks.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "process_group/reference.h"
+
+namespace cohort::testing {
+namespace {
+
+std::string label(DType d, ReduceOp op, size_t n) {
+  return std::string(dtype_name(d)) + " " + reduce_op_name(op) + " x" + std::to_string(n);
+}
+
+// Per-rank counts that differ: rank q contributes q+1 (or 0 for rank 1).
+size_t uneven(int q, size_t scale) {
+  return q == 1 ? 0 : (static_cast<size_t>(q) + 1) * scale;
+}
+
+}  // namespace
+
+void check_all_reduce_every_dtype_op_and_size(ProcessGroup& g) {
+  const int world = g.size();
+  for (DType d : all_dtypes()) {
+    for (ReduceOp op : ops_for(d)) {
+      for (size_t n : counts_for(d)) {
+        TypedBuffer buf(d, n);
+        for (size_t i = 0; i < n; ++i) buf.set(i, contribution(d, op, g.rank(), i));
+        AllReduceOptions o;
+        o.op = op;
+        g.all_reduce(buf.view(), o);
+        for (size_t i = 0; i < n; ++i) {
+          double want = stored(d, expected(d, op, world, i));
+          if (!close_enough(d, buf.at(i), want)) {
+            ADD_FAILURE() << "rank " << g.rank() << " " << label(d, op, n) << " [" << i << "] = " << buf.at(i)
+                          << ", expected " << want;
+            break;
+          }
+        }
+      }
+    }
+  }
+}
+
+void check_reduce_every_dtype_op_and_size(ProcessGroup& g) {
+  const int world = g.size();
+  for (int root : {0, world - 1}) {
+    for (DType d : all_dtypes()) {
+      for (ReduceOp op : ops_for(d)) {
+        for (size_t n : counts_for(d)) {
+          TypedBuffer buf(d, n);
+          for (size_t i = 0; i < n; ++i) buf.set(i, contribution(d, op, g.rank(), i));
+          ReduceOptions o;
+          o.op = op;
+          o.dst = root;
+          g.reduce(buf.view(), o);
+          for (size_t i = 0; i < n; ++i) {
+            double want = g.rank() == root ? stored(d, expected(d, op, world, i))
+                                           : stored(d, contribution(d, op, g.rank(), i));
+            if (!close_enough(d, buf.at(i), want)) {
+              ADD_FAILURE() << "rank " << g.rank() << " root " << root << " " << label(d, op, n) << " [" << i
+                            << "] = " << buf.at(i) << ", expected " << want;
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void check_reduce_scatter_every_dtype_op_and_size(ProcessGroup& g) {
+  const int world = g.size();
+  for (DType d : all_dtypes()) {
+    for (ReduceOp op : ops_for(d)) {
+      for (size_t n : counts_for(d)) {
+        // Block q holds elements [q*n, (q+1)*n) of a virtual vector, so
+        // every block's values differ.
+        TypedBuffer input(d, n * static_cast<size_t>(world));
+        for (size_t i = 0; i < input.count(); ++i) input.set(i, contribution(d, op, g.rank(), i));
+        TypedBuffer output(d, n);
+        ReduceScatterOptions o;
+        o.op = op;
+        g.reduce_scatter_tensor(output.view(), input.view(), o);
+        size_t base = static_cast<size_t>(g.rank()) * n;
+        for (size_t i = 0; i < n; ++i) {
+          double want = stored(d, expected(d, op, world, base + i));
+          if (!close_enough(d, output.at(i), want)) {
+            ADD_FAILURE() << "rank " << g.rank() << " " << label(d, op, n) << " [" << i
+                          << "] = " << output.at(i) << ", expected " << want;
+            break;
+          }
+        }
+      }
+    }
+  }
+}
+
+void check_broadcast_from_every_root(ProcessGroup& g) {
+  const int world = g.size();
+  for (int root = 0; root < world; ++root) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{13}, size_t{700001}}) {
+      std::vector<int32_t> v(n, -1);
+      if (g.rank() == root) {
+        for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i * 3 + root);
+      }
+      BroadcastOptions o;
+      o.src = root;
+      g.broadcast(Buffer::of(v), o);
+      for (size_t i = 0; i < n; ++i) {
+        if (v[i] != static_cast<int32_t>(i * 3 + root)) {
+          ADD_FAILURE() << "rank " << g.rank() << " root " << root << " n " << n << " [" << i
+                        << "] = " << v[i];
+          break;
+        }
+      }
+    }
+  }
+}
+
+void check_all_gather_uneven_and_into_one_tensor(ProcessGroup& g) {
+  const int world = g.size();
+  for (size_t scale : {size_t{1}, size_t{5}, size_t{100003}}) {
+    std::vector<double> mine(uneven(g.rank(), scale));
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = g.rank() * 1000.0 + static_cast<double>(i);
+    std::vector<std::vector<double>> outs(static_cast<size_t>(world));
+    std::vector<Buffer> views;
+    for (int q = 0; q < world; ++q) {
+      outs[q].assign(uneven(q, scale), -1);
+      views.push_back(Buffer::of(outs[q]));
+    }
+    g.all_gather(views, Buffer::of(mine));
+    for (int q = 0; q < world; ++q) {
+      for (size_t i = 0; i < outs[q].size(); ++i) {
+        ASSERT_EQ(outs[q][i], q * 1000.0 + static_cast<double>(i)) << "rank " << g.rank() << " block " << q;
+      }
+    }
+    std::vector<float> same(scale, static_cast<float>(g.rank()));
+    std::vector<float> flat(scale * static_cast<size_t>(world), -1);
+    g.all_gather_into_tensor(Buffer::of(flat), Buffer::of(same));
+    for (size_t i = 0; i < flat.size(); ++i) ASSERT_EQ(flat[i], static_cast<float>(i / scale));
+  }
+}
+
+void check_gather_and_scatter_at_every_root(ProcessGroup& g) {
+  const int world = g.size();
+  for (int root = 0; root < world; ++root) {
+    for (size_t n : {size_t{0}, size_t{3}, size_t{300007}}) {
+      std::vector<int64_t> mine(n, g.rank() + 10 * root);
+      std::vector<std::vector<int64_t>> outs;
+      std::vector<Buffer> views;
+      if (g.rank() == root) {
+        outs.assign(static_cast<size_t>(world), std::vector<int64_t>(n, -1));
+        for (auto& o : outs) views.push_back(Buffer::of(o));
+      }
+      GatherOptions go;
+      go.dst = root;
+      g.gather(views, Buffer::of(mine), go);
+      for (size_t q = 0; q < outs.size(); ++q) {
+        for (int64_t v : outs[q]) ASSERT_EQ(v, static_cast<int64_t>(q) + 10 * root);
+      }
+      std::vector<int64_t> got(n, -1);
+      std::vector<std::vector<int64_t>> ins;
+      std::vector<Buffer> in_views;
+      if (g.rank() == root) {
+        for (int q = 0; q < world; ++q) ins.emplace_back(n, q * 7 + root);
+        for (auto& i : ins) in_views.push_back(Buffer::of(i));
+      }
+      ScatterOptions so;
+      so.src = root;
+      g.scatter(Buffer::of(got), in_views, so);
+      for (int64_t v : got) ASSERT_EQ(v, g.rank() * 7 + root);
+    }
+  }
+}
+
+void check_reduce_scatter_uneven_blocks(ProcessGroup& g) {
+  const int world = g.size();
+  std::vector<std::vector<int32_t>> ins;
+  std::vector<Buffer> views;
+  for (int q = 0; q < world; ++q) {
+    ins.emplace_back(uneven(q, 1001), g.rank() + q);
+    views.push_back(Buffer::of(ins.back()));
+  }
+  std::vector<int32_t> out(uneven(g.rank(), 1001), -1);
+  g.reduce_scatter(Buffer::of(out), views);
+  // Sum over ranks r of (r + my rank).
+  int32_t want = world * (world - 1) / 2 + world * g.rank();
+  for (int32_t v : out) ASSERT_EQ(v, want);
+}
+
+void check_reduce_scatter_tensor_in_place(ProcessGroup& g) {
+  const int world = g.size();
+  // NCCL-style in place: the output is this rank's block of the input.
+  const size_t n = 1001;
+  std::vector<int32_t> data(n * static_cast<size_t>(world));
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i % 7) + g.rank();
+  Buffer output = Buffer::of(data.data() + static_cast<size_t>(g.rank()) * n, n);
+  g.reduce_scatter_tensor(output, Buffer::of(data));
+  for (size_t i = 0; i < n; ++i) {
+    size_t global = static_cast<size_t>(g.rank()) * n + i;
+    int32_t want = static_cast<int32_t>(global % 7) * world + world * (world - 1) / 2;
+    ASSERT_EQ(output.count, n);
+    ASSERT_EQ(data[global], want) << "rank " << g.rank() << " [" << i << "]";
+  }
+}
+
+void check_all_to_all_uneven_splits(ProcessGroup& g) {
+  const int world = g.size();
+  const int r = g.rank();
+  // Rank r sends (r + q) % 3 + 1 elements to rank q, valued 100*r + q.
+  auto count = [](int from, int to) { return static_cast<size_t>((from + to) % 3 + 1) * 1000; };
+  std::vector<std::vector<float>> ins, outs;
+  std::vector<Buffer> in_views, out_views;
+  for (int q = 0; q < world; ++q) {
+    ins.emplace_back(count(r, q), static_cast<float>(100 * r + q));
+    outs.emplace_back(count(q, r), -1.0f);
+  }
+  for (int q = 0; q < world; ++q) {
+    in_views.push_back(Buffer::of(ins[q]));
+    out_views.push_back(Buffer::of(outs[q]));
+  }
+  g.all_to_all(out_views, in_views);
+  for (int q = 0; q < world; ++q) {
+    for (float v : outs[q]) ASSERT_EQ(v, static_cast<float>(100 * q + r)) << "from rank " << q;
+  }
+  std::vector<size_t> in_splits, out_splits;
+  std::vector<float> flat_in, flat_out;
+  for (int q = 0; q < world; ++q) {
+    in_splits.push_back(count(r, q));
+    out_splits.push_back(count(q, r));
+    flat_in.insert(flat_in.end(), count(r, q), static_cast<float>(100 * r + q));
+  }
+  size_t total = 0;
+  for (size_t s : out_splits) total += s;
+  flat_out.assign(total, -1);
+  g.all_to_all_single(Buffer::of(flat_out), Buffer::of(flat_in), out_splits, in_splits);
+  size_t off = 0;
+  for (int q = 0; q < world; ++q) {
+    for (size_t i = 0; i < out_splits[q]; ++i) ASSERT_EQ(flat_out[off + i], static_cast<float>(100 * q + r));
+    off += out_splits[q];
+  }
+}
+
+void check_barrier_and_async_work_in_order(ProcessGroup& g) {
+  const int world = g.size();
+  std::vector<std::shared_ptr<Work>> works;
+  std::vector<std::vector<int32_t>> bufs(8, std::vector<int32_t>(1000, g.rank()));
+  for (auto& b : bufs) {
+    AllReduceOptions o;
+    o.async_op = true;
+    works.push_back(g.all_reduce(Buffer::of(b), o));
+  }
+  BarrierOptions bo;
+  bo.async_op = true;
+  works.push_back(g.barrier(bo));
+  for (auto& w : works) EXPECT_TRUE(w->wait());
+  for (auto& b : bufs) EXPECT_EQ(b[999], world * (world - 1) / 2);
+  for (auto& w : works) EXPECT_TRUE(w->is_success());
+}
+
+void check_point_to_point_ring_and_any_source(ProcessGroup& g) {
+  const int world = g.size();
+  const int r = g.rank();
+  const int right = (r + 1) % world, left = (r + world - 1) % world;
+  // The tutorial's pattern: isend right, recv left, wait.
+  for (size_t n : {size_t{1}, size_t{4099}, size_t{1 << 20}}) {
+    std::vector<float> out(n, static_cast<float>(r)), in(n, -1);
+    auto s = g.isend(Buffer::of(out), right, 7);
+    P2POptions po;
+    po.tag = 7;
+    g.recv(Buffer::of(in), left, po);
+    s->wait();
+    ASSERT_EQ(in[n - 1], static_cast<float>(left));
+  }
+  // irecv first on every rank, then send: must not deadlock.
+  std::vector<int32_t> got(10, -1), mine(10, r);
+  auto pending = g.irecv(Buffer::of(got), left, 3);
+  g.send(Buffer::of(mine), right, [] {
+    P2POptions o;
+    o.tag = 3;
+    return o;
+  }());
+  pending->wait();
+  EXPECT_EQ(got[0], left);
+  // Receive from any source: rank 0 hears from everyone, in any order.
+  if (r == 0) {
+    std::vector<bool> heard(static_cast<size_t>(world), false);
+    for (int k = 1; k < world; ++k) {
+      int32_t v = -1;
+      auto w = g.irecv(Buffer::of(&v, 1), kAnySourceRank, 11);
+      w->wait();
+      ASSERT_EQ(v, w->source_rank()) << "the payload names its sender";
+      heard[v] = true;
+    }
+    for (int k = 1; k < world; ++k) EXPECT_TRUE(heard[k]);
+  } else {
+    int32_t v = r;
+    g.isend(Buffer::of(&v, 1), 0, 11)->wait();
+  }
+  // batch_isend_irecv: everyone exchanges with both neighbours at once.
+  std::vector<double> to_left(50, r), to_right(50, r + 0.5), from_left(50), from_right(50);
+  auto works = g.batch_isend_irecv({{P2POp::kSend, Buffer::of(to_left), left, 1},
+                                    {P2POp::kSend, Buffer::of(to_right), right, 2},
+                                    {P2POp::kRecv, Buffer::of(from_left), left, 2},
+                                    {P2POp::kRecv, Buffer::of(from_right), right, 1}});
+  for (auto& w : works) w->wait();
+  EXPECT_EQ(from_left[0], left + 0.5);
+  EXPECT_EQ(from_right[0], right);
+  g.barrier();
+}
+
+void check_isend_moves_while_sender_waits_in_collective(ProcessGroup& g) {
+  const int world = g.size();
+  // Rank 0's message is larger than a shared-memory ring, so it is still
+  // in flight when rank 0 enters the all_reduce, where it waits for rank
+  // 1, which first waits for the message.
+  std::vector<float> big(1 << 20, 2.5f);
+  std::shared_ptr<Work> sent;
+  if (g.rank() == 0) sent = g.isend(Buffer::of(big), 1, 5);
+  if (g.rank() == 1) {
+    std::fill(big.begin(), big.end(), 0.0f);
+    P2POptions o;
+    o.tag = 5;
+    g.recv(Buffer::of(big), 0, o);
+    EXPECT_EQ(big.back(), 2.5f);
+  }
+  std::vector<int64_t> one(1000, 1);
+  g.all_reduce(Buffer::of(one));
+  EXPECT_EQ(one[999], world);
+  if (sent) sent->wait();
+}
+
+const std::vector<CollectiveCheck>& collective_checks() {
+  static const std::vector<CollectiveCheck> kChecks = {
+      {"AllReduceEveryDtypeOpAndSize", check_all_reduce_every_dtype_op_and_size, 1},
+      {"ReduceEveryDtypeOpAndSizeToFirstAndLastRank", check_reduce_every_dtype_op_and_size, 1},
+      {"ReduceScatterEveryDtypeOpAndSize", check_reduce_scatter_every_dtype_op_and_size, 1},
+      {"BroadcastFromEveryRoot", check_broadcast_from_every_root, 1},
+      {"AllGatherWithUnevenCountsAndIntoOneTensor", check_all_gather_uneven_and_into_one_tensor, 1},
+      {"GatherAndScatterAtEveryRoot", check_gather_and_scatter_at_every_root, 1},
+      {"ReduceScatterWithUnevenBlocks", check_reduce_scatter_uneven_blocks, 1},
+      {"ReduceScatterTensorInPlace", check_reduce_scatter_tensor_in_place, 1},
+      {"AllToAllListsAndSingleWithUnevenSplits", check_all_to_all_uneven_splits, 1},
+      {"BarrierAndAsyncWorkInOrder", check_barrier_and_async_work_in_order, 1},
+      {"PointToPointRingAndAnySource", check_point_to_point_ring_and_any_source, 2},
+      {"IsendKeepsMovingWhileItsSenderWaitsInACollective", check_isend_moves_while_sender_waits_in_collective,
+       2},
+  };
+  return kChecks;
+}
+
+}  // namespace cohort::testing
