@@ -149,6 +149,7 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
       offset += p.numel();
       place_[bucket.params[slot]] = Place{b, slot};
     }
+    bucket.inverse_world = at::scalar_tensor(1.0 / group_->size(), bucket.contents.options());
     bucket.pending = bucket.params.size();
     bucket.done_ns = std::make_shared<std::atomic<int64_t>>(0);
   }
@@ -241,7 +242,7 @@ void Reducer::mark_ready(size_t index) {
     if (scale != 1.0) view.mul_(scale);
   } else if (grad.defined()) {
     if (scale != 1.0) {
-      at::mul_out(view, grad, at::scalar_tensor(scale, grad.options()));
+      at::mul_out(view, grad, bucket.inverse_world);
     } else {
       view.copy_(grad);
     }

@@ -50,6 +50,7 @@ class Reducer {
     at::Tensor contents;  // flat, one dtype
     std::vector<size_t> params;
     std::vector<at::Tensor> views;  // of contents, shaped as the parameters
+    at::Tensor inverse_world;  // 1/world size as a 0-dim tensor of the bucket's dtype, made once
     size_t pending = 0;
     c10::intrusive_ptr<c10::ivalue::Future> future;
     std::chrono::steady_clock::time_point launched;

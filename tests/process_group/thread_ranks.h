@@ -19,17 +19,18 @@
 
 namespace cohort::testing {
 
-inline void run_ranks(int world_size, const std::function<void(ProcessGroup& group)>& body,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(60),
-                      const std::string& backend = "cohort") {
+// run_group_ranks is run_ranks for bodies that keep the group's shared
+// pointer (DistributedDataParallel holds one).
+inline void run_group_ranks(int world_size, const std::function<void(const GroupPtr& group)>& body,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                            const std::string& backend = "cohort") {
   auto store = std::make_shared<HashStore>();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<size_t>(world_size));
   for (int r = 0; r < world_size; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto group = make_group(store, r, world_size, timeout, "test", "", backend);
-        body(*group);
+        body(make_group(store, r, world_size, timeout, "test", "", backend));
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }
@@ -37,6 +38,13 @@ inline void run_ranks(int world_size, const std::function<void(ProcessGroup& gro
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < world_size; ++r) EXPECT_EQ(errors[r], "") << "rank " << r << " failed";
+}
+
+inline void run_ranks(int world_size, const std::function<void(ProcessGroup& group)>& body,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                      const std::string& backend = "cohort") {
+  run_group_ranks(
+      world_size, [&](const GroupPtr& group) { body(*group); }, timeout, backend);
 }
 
 }  // namespace cohort::testing
