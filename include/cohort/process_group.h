@@ -30,6 +30,7 @@
 namespace cohort {
 
 class Backend;
+class Store;
 struct OpContext;
 
 // CollectiveOptions are what every call takes: a timeout (0: the group's)
@@ -82,9 +83,11 @@ constexpr int kAnySourceRank = -1;
 class ProcessGroup {
  public:
   // Used by init_process_group and new_group; `global_ranks[i]` is the
-  // global rank of group rank i.
+  // global rank of group rank i. `store` is the group's own (prefixed)
+  // store, which the debugging tools and shrink() use; null where the
+  // backend needed none (MPI alone).
   ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vector<int> global_ranks, std::string name,
-               std::chrono::milliseconds timeout);
+               std::chrono::milliseconds timeout, std::shared_ptr<Store> store = nullptr);
   // Fails queued work with a clear error and stops the worker.
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -95,6 +98,7 @@ class ProcessGroup {
   const std::string& name() const { return name_; }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  const std::shared_ptr<Store>& store() const { return store_; }
   std::string backend_name() const;
   // sequence_number is how many collectives were issued on this group (the
   // same on every rank when they agree; point-to-point is counted apart).
@@ -178,6 +182,7 @@ class ProcessGroup {
   const std::vector<int> global_ranks_;
   const std::string name_;
   const std::chrono::milliseconds timeout_;
+  const std::shared_ptr<Store> store_;
   std::atomic<uint64_t> sequence_{0};      // collectives
   std::atomic<uint64_t> p2p_sequence_{0};  // sends and receives
 

@@ -79,7 +79,8 @@ std::shared_ptr<ProcessGroup> build_group(const BackendSpec& spec, const std::sh
   } else {
     backend = cpu ? std::move(cpu) : std::move(cuda);
   }
-  return std::make_shared<ProcessGroup>(std::move(backend), rank, std::move(global_ranks), name, timeout);
+  return std::make_shared<ProcessGroup>(std::move(backend), rank, std::move(global_ranks), name, timeout,
+                                        store);
 }
 
 BackendSpec parse_spec(const std::string& where, const std::string& text) {

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "cohort/errors.h"
+#include "cohort/store.h"
 #include "common/logging.h"
 #include "process_group/backend.h"
 #include "reduce/reduce.h"
@@ -17,12 +18,14 @@ namespace cohort {
 namespace {}  // namespace
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vector<int> global_ranks,
-                           std::string name, std::chrono::milliseconds timeout)
+                           std::string name, std::chrono::milliseconds timeout,
+                           std::shared_ptr<Store> store)
     : backend_(std::move(backend)),
       rank_(rank),
       global_ranks_(std::move(global_ranks)),
       name_(std::move(name)),
       timeout_(timeout),
+      store_(std::move(store)),
       done_work_(std::make_shared<Work>("a blocking collective of group " + name_ + ", complete")) {
   done_work_->complete(nullptr);
   worker_ = std::thread([this] { worker_loop(); });
