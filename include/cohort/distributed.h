@@ -65,6 +65,31 @@ std::shared_ptr<ProcessGroup> default_group();
 std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks = {},
                                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
+// ShrinkOptions are shrink_group's arguments.
+struct ShrinkOptions {
+  // Global ranks to leave out although alive (torch's ranks_to_exclude);
+  // they must not call shrink_group.
+  std::vector<int> ranks_to_exclude;
+  // How long the survivors wait for a rank that none of them saw go (a
+  // stopped process, say) before they shrink without it; 0: the group's
+  // timeout.
+  std::chrono::milliseconds timeout{0};
+};
+
+// shrink_group is for after a failure: every surviving rank of `group` (the
+// default group when null) calls it and gets a new, working group of the
+// ranks still alive, agreed through the group's store, without restarting
+// any process. The survivors keep their order and are numbered 0..n-1.
+// Shrinking the default group replaces it (get_rank, get_world_size and the
+// free functions use the new one; the global ranks are renumbered); groups
+// made by new_group stay as they were. The old group is aborted. It needs
+// the store to survive (rank 0 hosts it under env:// and tcp://) and a
+// backend that can be rebuilt (cohort, nccl; not mpi: InvalidArgument).
+// A rank that arrives after the survivors were agreed gets NetworkError.
+// torch.distributed has shrink_group for NCCL only; MPI calls it ULFM.
+std::shared_ptr<ProcessGroup> shrink_group(const std::shared_ptr<ProcessGroup>& group = nullptr,
+                                           const ShrinkOptions& options = {});
+
 // get_group_rank maps a global rank to its rank in `group` (InvalidArgument
 // when it is not a member); get_global_rank maps back.
 int get_group_rank(const std::shared_ptr<ProcessGroup>& group, int global_rank);

@@ -155,6 +155,13 @@ class ProcessGroup {
   // group refuse new ones. Thread-safe.
   void abort(const std::string& reason = "abort() was called");
 
+  // lost_ranks lists the group ranks whose connection ended while this rank
+  // was still healthy: the ranks it saw die (or fail) first. Thread-safe.
+  std::vector<int> lost_ranks() const;
+  // can_shrink says whether shrink_group can rebuild this group without
+  // some of its ranks (not with MPI, which has no ULFM here).
+  bool can_shrink() const;
+
  private:
   using Task = std::function<void()>;
   // enqueue numbers an operation and queues `run` for the worker; waits

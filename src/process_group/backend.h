@@ -54,6 +54,12 @@ class Backend {
   virtual void progress(Deadline until) { (void)until; }
   virtual void wake() {}
   virtual void abort(const Status& reason) { (void)reason; }
+  // lost_peers lists the group ranks whose connection ended while this one
+  // was healthy (Transport::lost_peers); shrink_group's suspects.
+  virtual std::vector<int> lost_peers() const { return {}; }
+  // can_shrink says whether shrink_group can rebuild this backend's group
+  // without the lost ranks (MPI cannot without ULFM).
+  virtual bool can_shrink() const { return false; }
   // may_run_inline says whether a blocking collective may run on the
   // caller's thread when the group is idle. A backend whose library wants
   // every call on one thread (MPI) says no: then everything runs on the

@@ -54,6 +54,10 @@ class DispatchBackend : public Backend {
   void progress(Deadline until) override;
   void wake() override;
   void abort(const Status& reason) override;
+  std::vector<int> lost_peers() const override { return cpu_ ? cpu_->lost_peers() : cuda_->lost_peers(); }
+  bool can_shrink() const override {
+    return (!cpu_ || cpu_->can_shrink()) && (!cuda_ || cuda_->can_shrink());
+  }
   bool may_run_inline() const override;
   bool supports_device(DeviceType type) const override { return backend_for(type) != nullptr; }
 

@@ -3,6 +3,7 @@
 #include "cohort/distributed.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "process_group/backend_factory.h"
 #include "process_group/dispatch_backend.h"
 #include "process_group/native_backend.h"
+#include "process_group/shrink_agreement.h"
 #include "rendezvous/init_url.h"
 #include "transport/shm/connect.h"
 #include "transport/tcp/connect.h"
@@ -26,6 +28,7 @@ struct World {
   std::shared_ptr<ProcessGroup> group;
   std::vector<std::shared_ptr<ProcessGroup>> subgroups;
   int groups_made = 0;
+  std::map<std::string, int> shrinks;  // by group name: how often it was shrunk
   std::string master_host;
   std::chrono::milliseconds timeout{0};
   BackendSpec spec;  // the default group's backends, which new_group's groups use too
@@ -255,6 +258,61 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::c
   std::lock_guard<std::mutex> lock(w.mu);
   w.subgroups.push_back(group);
   return group;
+}
+
+std::shared_ptr<ProcessGroup> shrink_group(const GroupPtr& group, const ShrinkOptions& options) {
+  World& w = world();
+  GroupPtr old = resolve(group);
+  const std::string what = "shrink_group of group " + old->name();
+  if (!old->can_shrink()) {
+    throw InvalidArgument(what + ": backend " + old->backend_name() +
+                          " cannot rebuild a group without some of its ranks (MPI would need ULFM)");
+  }
+  std::vector<int> excluded;
+  for (int global : options.ranks_to_exclude) excluded.push_back(get_group_rank(old, global));
+  if (std::find(excluded.begin(), excluded.end(), old->rank()) != excluded.end()) {
+    throw InvalidArgument(what + ": this rank (global " + std::to_string(old->global_ranks()[old->rank()]) +
+                          ") is in ranks_to_exclude; only the ranks that stay call shrink_group");
+  }
+  std::shared_ptr<Store> store;
+  std::string master_host, name;
+  BackendSpec spec;
+  bool is_default;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    is_default = w.group == old;
+    store = w.store;
+    master_host = w.master_host;
+    spec = w.spec;
+    name = old->name() + ".shrink" + std::to_string(++w.shrinks[old->name()]);
+  }
+  SurvivorVote vote{old->rank(), old->lost_ranks()};
+  vote.suspects.insert(vote.suspects.end(), excluded.begin(), excluded.end());
+  AgreementOptions agreement;
+  agreement.timeout = options.timeout.count() > 0 ? options.timeout : old->timeout();
+  const std::vector<int> members =
+      agree_on_survivors(*old->store(), "shrink/" + name + "/", vote, old->size(), excluded, agreement, what);
+  // Whatever the old group still had pending fails now, not at its timeout.
+  old->abort("it was shrunk into group " + name);
+
+  const int new_rank =
+      static_cast<int>(std::find(members.begin(), members.end(), old->rank()) - members.begin());
+  std::vector<int> ranks;
+  for (size_t i = 0; i < members.size(); ++i) {
+    ranks.push_back(is_default ? static_cast<int>(i) : old->global_ranks()[members[i]]);
+  }
+  COHORT_LOG(kInfo) << what << ": rank " << old->rank() << " is rank " << new_rank << " of " << members.size()
+                    << " in group " << name;
+  auto shrunk = build_group(spec, std::make_shared<PrefixStore>("cohort/" + name, store), new_rank,
+                            std::move(ranks), old->timeout(), name, master_host, 0);
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (is_default && w.group == old) {
+    w.group = shrunk;
+    set_log_rank(new_rank);
+  } else {
+    w.subgroups.push_back(shrunk);
+  }
+  return shrunk;
 }
 
 int get_group_rank(const GroupPtr& group, int global_rank) {

@@ -34,6 +34,8 @@ class NativeBackend : public Backend {
   void progress(Deadline until) override { transport_->progress(until); }
   void wake() override { transport_->wake(); }
   void abort(const Status& reason) override { transport_->interrupt(reason); }
+  std::vector<int> lost_peers() const override { return transport_->lost_peers(); }
+  bool can_shrink() const override { return true; }
 
  private:
   struct AlgoContext context(const OpContext& op);

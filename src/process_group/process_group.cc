@@ -181,4 +181,12 @@ void ProcessGroup::abort(const std::string& reason) {
   backend_->abort(Status(StatusCode::kNetworkError, "group " + name_ + " was aborted: " + reason));
 }
 
+std::vector<int> ProcessGroup::lost_ranks() const {
+  return backend_->lost_peers();
+}
+
+bool ProcessGroup::can_shrink() const {
+  return backend_->can_shrink() && store_ != nullptr;
+}
+
 }  // namespace cohort

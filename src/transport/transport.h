@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/deadline.h"
 #include "common/status.h"
@@ -125,6 +126,13 @@ class Transport {
     (void)peer;
     return false;
   }
+
+  // lost_peers lists the peers whose connection ended while this rank was
+  // still healthy: the first a rank learns of a dead peer. Only a
+  // suspicion (a peer that failed for another reason and dropped its
+  // connections before its report got through looks the same), which
+  // shrink_group weighs against who actually shows up. Thread-safe.
+  virtual std::vector<int> lost_peers() const { return {}; }
 };
 
 }  // namespace cohort

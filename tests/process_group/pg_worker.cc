@@ -14,10 +14,20 @@
 //              NetworkError (not their 60 s timeout)
 //   stale      makes a shared-memory segment and dies without removing it,
 //              as a crashed run would (no init, no rank)
+//   big        like loop with 64 MiB all_reduces (the test kills a rank,
+//              SIGKILL, or stops it, SIGSTOP, with a 3 s op timeout): a
+//              survivor prints when (wall clock, ns) and what it caught, and
+//              that the next operation fails at once too
+//   shrink     like loop; after the NetworkError the survivors shrink the
+//              default group and check an all_reduce among themselves
+//   store      ranks other than 0 wait on a store key that never comes; the
+//              test kills rank 0, which hosts the store: StoreError
+// "ready" lines say a rank finished its first operation.
 // Prints "rank R ok: ..." and exits 0 when the rank saw what it should.
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,6 +38,27 @@
 #include "common/shm_segment.h"
 
 using namespace cohort;
+
+namespace {
+
+long long wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void say_ready(int rank) {
+  std::printf("rank %d ready\n", rank);
+  std::fflush(stdout);
+}
+
+// caught prints "rank R ok: CLASS at NS: message" for the test to time.
+void caught(int rank, const char* what, const Error& e, long long at) {
+  std::printf("rank %d ok: %s at %lld: %s\n", rank, what, at, e.what());
+  std::fflush(stdout);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
@@ -84,6 +115,61 @@ int main(int argc, char** argv) {
         std::printf("rank %d ok: NetworkError: %s\n", rank, e.what());
         return 0;
       }
+    }
+    if (mode == "big") {
+      std::vector<float> v(16 << 20, 1.0f);  // 64 MiB
+      AllReduceOptions options;
+      options.timeout = std::chrono::seconds(3);
+      all_reduce(Buffer::of(v), options);
+      say_ready(rank);
+      try {
+        for (;;) all_reduce(Buffer::of(v), options);
+      } catch (const NetworkError& e) {
+        caught(rank, "NetworkError", e, wall_ns());
+      } catch (const TimeoutError& e) {
+        caught(rank, "TimeoutError", e, wall_ns());
+      }
+      // Later operations fail at once, with the same cause.
+      const long long before = wall_ns();
+      try {
+        all_reduce(Buffer::of(v), options);
+        return 1;
+      } catch (const Error& e) {
+        std::printf("rank %d next operation failed after %lld us: %s\n", rank, (wall_ns() - before) / 1000,
+                    e.what());
+      }
+      return 0;
+    }
+    if (mode == "shrink") {
+      std::vector<float> v(1 << 16, 1.0f);
+      all_reduce(Buffer::of(v));
+      say_ready(rank);
+      try {
+        for (;;) all_reduce(Buffer::of(v));
+      } catch (const NetworkError& e) {
+        caught(rank, "NetworkError", e, wall_ns());
+      }
+      const int old_rank = rank;
+      auto shrunk = shrink_group();
+      int64_t x = old_rank + 1;  // the survivors' ranks, plus one, summed
+      all_reduce(Buffer::of(&x, 1));
+      std::printf("rank %d ok: shrunk to rank %d of %d (default group: rank %d of %d), sum %lld\n", old_rank,
+                  shrunk->rank(), shrunk->size(), get_rank(), get_world_size(), static_cast<long long>(x));
+      destroy_process_group();
+      return 0;
+    }
+    if (mode == "store") {
+      say_ready(rank);
+      if (rank == 0) {
+        for (;;) pause();  // hosts the store until killed
+      }
+      try {
+        default_group()->store()->wait({"never-set"}, std::chrono::seconds(60));
+        return 1;
+      } catch (const StoreError& e) {
+        caught(rank, "StoreError", e, wall_ns());
+      }
+      return 0;
     }
     if (rank == victim) {
       if (mode == "die") _exit(7);

@@ -1,9 +1,12 @@
-// Ranks as real processes: every init method, a killed peer, a silent peer.
+// Ranks as real processes: every init method, a killed peer, a silent or
+// stopped peer, the store's host killed, and shrinking a group after a kill.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <random>
 #include <thread>
 
 #include "common/shm_segment.h"
@@ -26,15 +29,23 @@ struct Job {
   std::vector<int> codes;
 };
 
-Job launch(int world, const std::string& mode, const std::string& init, int victim = -1) {
+// start starts `world` pg_worker ranks in `mode` and returns at once.
+Job start(int world, const std::string& mode, const std::string& init = "env://", int victim = -1,
+          const std::vector<std::string>& extra_env = {}) {
   Job job;
   uint16_t port = free_port();
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> argv = {binary_path("tests/pg_worker"), mode, init, std::to_string(victim)};
     std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
                                     "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
     job.ranks.push_back(std::make_unique<Subprocess>(argv, env));
   }
+  return job;
+}
+
+Job launch(int world, const std::string& mode, const std::string& init, int victim = -1) {
+  Job job = start(world, mode, init, victim);
   for (int r = 0; r < world; ++r) {
     if (r == victim) continue;
     job.output.push_back(job.ranks[r]->read_all(seconds(60)));
@@ -142,6 +153,156 @@ TEST(ProcessGroupProcesses, SilentPeerIsATimeoutNamingOpGroupAndSequence) {
     someone_named_it |= out.find("ranks [1]") != std::string::npos;
   }
   EXPECT_TRUE(someone_named_it) << "no survivor named the silent rank 1";
+}
+
+long long wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// await_ready reads each rank's "ready" line (its first operation is done).
+bool await_ready(Job& job) {
+  for (auto& rank : job.ranks) {
+    if (rank->read_line(seconds(60)).find("ready") == std::string::npos) return false;
+  }
+  return true;
+}
+
+// caught_at parses "rank R ok: CLASS at NS: ..." (pg_worker's caught()).
+long long caught_at(const std::string& out, const std::string& what) {
+  const std::string marker = "ok: " + what + " at ";
+  const size_t at = out.find(marker);
+  return at == std::string::npos ? -1 : std::atoll(out.c_str() + at + marker.size());
+}
+
+// The bound: every survivor knows of a dead peer within 2 s. Not a
+// speed measurement: detection takes milliseconds, so only a lost or
+// ignored failure signal (a survivor left to its 3 s timeout, or hung)
+// can cross it, however loaded the machine.
+constexpr long long kDetectionBoundNs = 2'000'000'000;
+
+// kill_during_big_all_reduces runs `repeats` jobs of 4 ranks doing 64 MiB
+// all_reduces, kills one rank (each in turn) in the middle of one, and
+// checks that every survivor gets NetworkError naming it within the bound,
+// and that its next operation fails too. Prints the detection times.
+void kill_during_big_all_reduces(int repeats, const std::vector<std::string>& env, const char* label) {
+  const int world = 4;
+  std::mt19937 random(42);
+  std::vector<double> detection_ms;
+  for (int run = 0; run < repeats; ++run) {
+    const int victim = run % world;
+    Job job = start(world, "big", "env://", -1, env);
+    if (!await_ready(job)) {
+      ADD_FAILURE() << "run " << run << ": the ranks did not start";
+      return;
+    }
+    // Somewhere in the middle of one of the 64 MiB all_reduces.
+    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 150));
+    const long long killed_at = wall_ns();
+    job.ranks[victim]->signal(SIGKILL);
+    for (int r = 0; r < world; ++r) {
+      if (r == victim) continue;
+      const std::string out = job.ranks[r]->read_all(seconds(60));
+      EXPECT_EQ(job.ranks[r]->wait(), 0) << out;
+      const long long at = caught_at(out, "NetworkError");
+      if (at <= 0) {
+        ADD_FAILURE() << "run " << run << ", rank " << r << " did not get NetworkError:\n" << out;
+        continue;
+      }
+      EXPECT_LT(at - killed_at, kDetectionBoundNs) << "run " << run << ", rank " << r << ":\n" << out;
+      EXPECT_NE(out.find("rank " + std::to_string(victim) + " ("), std::string::npos)
+          << "run " << run << ", rank " << r << " does not name the dead rank " << victim << ":\n"
+          << out;
+      EXPECT_NE(out.find("next operation failed"), std::string::npos) << out;
+      detection_ms.push_back(static_cast<double>(at - killed_at) / 1e6);
+    }
+    job.ranks[victim]->wait();
+    EXPECT_TRUE(segments_of(job).empty()) << "run " << run << ": " << segments_of(job).front();
+  }
+  std::sort(detection_ms.begin(), detection_ms.end());
+  if (!detection_ms.empty()) {
+    std::printf("kill detection %s over %d runs (%zu survivors): median %.1f ms, p90 %.1f ms, max %.1f ms\n",
+                label, repeats, detection_ms.size(), detection_ms[detection_ms.size() / 2],
+                detection_ms[detection_ms.size() * 9 / 10], detection_ms.back());
+    std::fflush(stdout);  // before the next test forks its ranks
+  }
+}
+
+// COHORT_KILL_REPEATS overrides the count (bench/kill_detection.sh: 50).
+int kill_repeats(int default_count) {
+  const char* env = std::getenv("COHORT_KILL_REPEATS");
+  return env ? std::atoi(env) : default_count;
+}
+
+TEST(ProcessGroupFailures, KillDuring64MiBAllReduceFailsEverySurvivorWithNetworkErrorWithin2s) {
+  // One host: shared memory, where only the dead rank's socket tells.
+  kill_during_big_all_reduces(kill_repeats(20), {}, "over shared memory");
+}
+
+TEST(ProcessGroupFailures, KillDuring64MiBAllReduceOverTcpFailsEverySurvivorWithin2s) {
+  kill_during_big_all_reduces(kill_repeats(5), {"COHORT_SHM=off"}, "over TCP");
+}
+
+TEST(ProcessGroupFailures, StoppedRankIsATimeoutErrorAtTheTimeoutNamingIt) {
+  const int world = 4, victim = 2;
+  Job job = start(world, "big");
+  ASSERT_TRUE(await_ready(job));
+  const long long stopped_at = wall_ns();
+  job.ranks[victim]->signal(SIGSTOP);
+  for (int r = 0; r < world; ++r) {
+    if (r == victim) continue;
+    const std::string out = job.ranks[r]->read_all(seconds(60));
+    EXPECT_EQ(job.ranks[r]->wait(), 0) << out;
+    const long long at = caught_at(out, "TimeoutError");
+    ASSERT_GT(at, 0) << "rank " << r << " did not get TimeoutError:\n" << out;
+    // The operation's timeout is 3 s from its start, which was before the
+    // stop: never later than 3 s after it, plus the bound for reporting.
+    EXPECT_LT(at - stopped_at, 3'000'000'000LL + kDetectionBoundNs) << out;
+    EXPECT_TRUE(out.find("ranks [2]") != std::string::npos || out.find("rank 2 (") != std::string::npos)
+        << "rank " << r << " does not name rank 2:\n"
+        << out;
+  }
+  job.ranks[victim]->signal(SIGKILL);
+  job.ranks[victim]->wait();
+}
+
+TEST(ProcessGroupFailures, KilledStoreHostIsAStoreErrorOnTheOthersWithin2s) {
+  const int world = 3;
+  Job job = start(world, "store");
+  ASSERT_TRUE(await_ready(job));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // into their wait
+  const long long killed_at = wall_ns();
+  job.ranks[0]->signal(SIGKILL);
+  for (int r = 1; r < world; ++r) {
+    const std::string out = job.ranks[r]->read_all(seconds(60));
+    EXPECT_EQ(job.ranks[r]->wait(), 0) << out;
+    const long long at = caught_at(out, "StoreError");
+    ASSERT_GT(at, 0) << "rank " << r << " did not get StoreError:\n" << out;
+    EXPECT_LT(at - killed_at, kDetectionBoundNs) << out;
+  }
+  job.ranks[0]->wait();
+}
+
+TEST(ProcessGroupFailures, SurvivorsShrinkTheDefaultGroupAfterAKillAndAllReduceAmongThemselves) {
+  const int world = 4, victim = 2;
+  Job job = start(world, "shrink");
+  ASSERT_TRUE(await_ready(job));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  job.ranks[victim]->signal(SIGKILL);
+  job.ranks[victim]->wait();
+  // Old ranks 0, 1, 3 become 0, 1, 2; the all_reduce sums old rank + 1.
+  const int new_rank[] = {0, 1, -1, 2};
+  for (int r = 0; r < world; ++r) {
+    if (r == victim) continue;
+    const std::string out = job.ranks[r]->read_all(seconds(60));
+    EXPECT_EQ(job.ranks[r]->wait(), 0) << out;
+    const std::string want = "rank " + std::to_string(r) + " ok: shrunk to rank " +
+                             std::to_string(new_rank[r]) + " of 3 (default group: rank " +
+                             std::to_string(new_rank[r]) + " of 3), sum 7";
+    EXPECT_NE(out.find(want), std::string::npos) << "wanted '" << want << "' in:\n" << out;
+  }
+  EXPECT_TRUE(segments_of(job).empty()) << segments_of(job).front();
 }
 
 }  // namespace

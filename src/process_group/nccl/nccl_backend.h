@@ -30,6 +30,8 @@ class NcclBackend : public Backend {
  public:
   NcclBackend(std::shared_ptr<Store> store, int rank, int size, std::string group);
   ~NcclBackend() override;
+  // A shrunk group makes a new communicator of the survivors, as any new group.
+  bool can_shrink() const override { return true; }
 
   Status broadcast(const Buffer& buffer, int root, const OpContext& op) override;
   Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) override;

@@ -35,7 +35,10 @@ std::string describe_tag(uint32_t kind, uint64_t tag) {
 
 TcpTransport::TcpTransport(int rank, int size, std::vector<Socket> sockets,
                            std::vector<std::string> addresses)
-    : rank_(rank), size_(size), peers_(static_cast<size_t>(size)) {
+    : rank_(rank),
+      size_(size),
+      peers_(static_cast<size_t>(size)),
+      lost_(new std::atomic<bool>[static_cast<size_t>(size)]()) {
   for (int q = 0; q < size; ++q) {
     peers_[q].socket = std::move(sockets[q]);
     peers_[q].address = addresses[q];
@@ -56,6 +59,21 @@ TcpTransport::~TcpTransport() {
 std::string TcpTransport::peer_name(int peer) const {
   if (peer < 0 || peer >= size_) return "rank " + std::to_string(peer);
   return "rank " + std::to_string(peer) + " (" + peers_[peer].address + ")";
+}
+
+Status TcpTransport::lost(int q, Status why) {
+  // Only while this rank is healthy: once it failed, it shut its own
+  // sockets down, and what it reads afterwards says nothing of the peer.
+  if (failed_.ok() && !interrupted_.load()) lost_[q].store(true);
+  return why;
+}
+
+std::vector<int> TcpTransport::lost_peers() const {
+  std::vector<int> out;
+  for (int q = 0; q < size_; ++q) {
+    if (lost_[q].load()) out.push_back(q);
+  }
+  return out;
 }
 
 void TcpTransport::wake() {
@@ -108,11 +126,22 @@ void TcpTransport::fail(const Status& status, bool tell_peers) {
     std::vector<uint8_t> frame(sizeof h + body.size());
     std::memcpy(frame.data(), &h, sizeof h);
     std::memcpy(frame.data() + sizeof h, body.data(), body.size());
+    const Deadline report_deadline = Deadline::after(std::chrono::milliseconds(100));
     for (int q = 0; q < size_; ++q) {
       Peer& p = peers_[q];
       if (!p.socket.valid()) continue;
+      // A message half sent over TCP is finished first (the peer is most
+      // likely reading it: it waits for this rank), so that the report can
+      // follow; otherwise the peer would see the connection end mid-message
+      // and take this rank, not the cause, for dead.
+      if (p.closed.ok() && p.link == Link::kReady && !p.uses_shm() && !p.sends.empty() &&
+          p.sends.front().sent > 0) {
+        finish_half_sent(q, report_deadline);
+      }
       // Whole or not at all: a cut-off frame would only confuse the peer.
-      if (p.closed.ok() && p.link == Link::kReady && (p.sends.empty() || p.sends.front().sent == 0)) {
+      const bool between_messages = p.sends.empty() || p.sends.front().sent == 0 ||
+                                    p.sends.front().sent == sizeof(Header) + p.sends.front().bytes;
+      if (p.closed.ok() && p.link == Link::kReady && between_messages) {
         if (p.uses_shm()) {
           if (p.out_ring.room() >= frame.size()) {
             iovec iov{frame.data(), frame.size()};
@@ -142,6 +171,21 @@ void TcpTransport::fail(const Status& status, bool tell_peers) {
     for (auto& s : sends) s.done(failed_, -1);
   }
   pending_ = 0;
+}
+
+void TcpTransport::finish_half_sent(int q, Deadline deadline) {
+  Peer& p = peers_[q];
+  OutgoingSend& s = p.sends.front();
+  const size_t header_bytes = sizeof(Header);
+  if (s.sent < header_bytes) {
+    const auto* header = reinterpret_cast<const uint8_t*>(&s.header);
+    if (!send_all(p.socket.fd(), header + s.sent, header_bytes - s.sent, deadline).ok()) return;
+    s.sent = header_bytes;
+  }
+  const size_t off = s.sent - header_bytes;
+  if (!send_all(p.socket.fd(), s.data + off, s.bytes - off, deadline).ok()) return;
+  // Sent whole (it completes below with the failure, like the rest).
+  s.sent = header_bytes + s.bytes;
 }
 
 Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
@@ -378,12 +422,12 @@ Status TcpTransport::read_from(int q) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
-      return network_error(peer_name(q) + " is gone: receiving failed with " + std::strerror(errno) +
-                           " (the peer process probably died)");
+      return lost(q, network_error(peer_name(q) + " is gone: receiving failed with " + std::strerror(errno) +
+                                   " (the peer process probably died)"));
     }
     if (n == 0) {
-      Status gone =
-          network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)");
+      Status gone = lost(
+          q, network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)"));
       if (p.in_body || p.header_got > 0) return gone;  // in the middle of a message
       peer_closed(q, gone);
       return Status::ok_status();
@@ -464,8 +508,20 @@ Status TcpTransport::write_to(int q) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
-      return network_error(peer_name(q) + " is gone: sending failed with " + std::strerror(errno) +
-                           " (the peer process probably died)");
+      const int err = errno;
+      // The peer may have failed for a reason of its own (another rank
+      // died) and said so just before it dropped its connections: read
+      // what it sent first, so that its report, not this broken pipe,
+      // names the cause (and the peer is not taken for dead).
+      if (!p.uses_shm() && failed_.ok() && !reading_after_send_error_) {
+        reading_after_send_error_ = true;
+        Status ignored = read_from(q);
+        (void)ignored;
+        reading_after_send_error_ = false;
+        if (!failed_.ok()) return failed_;
+      }
+      return lost(q, network_error(peer_name(q) + " is gone: sending failed with " + std::strerror(err) +
+                                   " (the peer process probably died)"));
     }
     s.sent += static_cast<size_t>(n);
     if (s.sent == header_bytes + s.bytes) {
@@ -747,20 +803,20 @@ Status TcpTransport::drain_socket(int q) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
-      return network_error(peer_name(q) + " is gone: its socket failed with " + std::strerror(errno) +
-                           " (the peer process probably died)");
+      return lost(q, network_error(peer_name(q) + " is gone: its socket failed with " + std::strerror(errno) +
+                                   " (the peer process probably died)"));
     }
     // The socket closed: the peer is gone or failed. What it wrote to the
     // ring before that (maybe the reason it failed) still counts.
     Status st = read_from(q);
     if (!st.ok() || !failed_.ok()) return st;
     if (p.in_body || p.header_got > 0) {
-      return network_error(peer_name(q) +
-                           " closed its connection in the middle of a message (the peer process exited or "
-                           "was killed)");
+      return lost(q, network_error(peer_name(q) +
+                                   " closed its connection in the middle of a message (the peer process "
+                                   "exited or was killed)"));
     }
-    peer_closed(
-        q, network_error(peer_name(q) + " closed its connection (the peer process exited or was killed)"));
+    peer_closed(q, lost(q, network_error(peer_name(q) +
+                                         " closed its connection (the peer process exited or was killed)")));
     return Status::ok_status();
   }
 }

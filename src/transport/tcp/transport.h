@@ -58,6 +58,7 @@ class TcpTransport : public Transport {
   void set_hosts(std::vector<int> host_of) { host_of_ = std::move(host_of); }
   Status poll_health() override;
   bool peer_gone(int peer) const override { return !peers_[static_cast<size_t>(peer)].closed.ok(); }
+  std::vector<int> lost_peers() const override;
 
   // attach_shm routes the messages of the peers in `arena` (this host's
   // ranks of the group) through its rings from now on. Eager only; call
@@ -162,6 +163,9 @@ class TcpTransport : public Transport {
   // a pending send (checked before sleeping).
   bool shm_ready() const;
   void peer_closed(int peer, Status why);
+  // lost notes that peer's connection ended (closed or failed) while this
+  // rank was healthy, for lost_peers(), and returns `why`.
+  Status lost(int peer, Status why);
   Status start_body(int peer);
   void finish_body(int peer);
   Status write_to(int peer);
@@ -179,12 +183,19 @@ class TcpTransport : public Transport {
   // ones; with tell_peers, it also sends the peers the reason and drops the
   // connections, so that they fail at once too.
   void fail(const Status& status, bool tell_peers = true);
+  // finish_half_sent sends the rest of peer q's partly sent message before
+  // `deadline` (fail() does, so that its report can follow on the stream).
+  void finish_half_sent(int peer, Deadline deadline);
   Deadline earliest_deadline() const;
   std::string owed_peers() const;
 
   const int rank_;
   const int size_;
   std::vector<Peer> peers_;
+  // lost_[q]: q's connection ended while this rank was healthy (read by
+  // other threads through lost_peers()).
+  std::unique_ptr<std::atomic<bool>[]> lost_;
+  bool reading_after_send_error_ = false;         // write_to's look for a peer's last report
   std::list<std::unique_ptr<PostedRecv>> recvs_;  // posted, not yet matched, in posting order
   size_t pending_ = 0;                            // posted requests not yet completed
   std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> spare_;  // capacity, buffer
