@@ -11,8 +11,15 @@ foreach(f bin/cohort-info bin/cohort-store include/cohort/store.h)
     message(FATAL_ERROR "the install tree lacks ${f}")
   endif()
 endforeach()
+# The libtorch layer is checked where the build has it (it was installed).
+set(with_torch OFF)
+file(GLOB torch_targets ${WORK_DIR}/prefix/lib*/cmake/cohort/cohortTorchTargets.cmake
+                        ${WORK_DIR}/prefix/lib*/*/cmake/cohort/cohortTorchTargets.cmake)
+if(torch_targets)
+  set(with_torch ON)
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
+                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DWITH_TORCH=${with_torch}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring the consumer failed:\n${out}")
@@ -30,4 +37,11 @@ if(NOT rc EQUAL 0 OR NOT out MATCHES "COHORT_LOG_LEVEL")
   message(FATAL_ERROR "the installed cohort-info failed (${rc}): ${out}")
 endif()
 message(STATUS "consumer built against the install tree and ran: ${out}")
+if(with_torch)
+  execute_process(COMMAND ${WORK_DIR}/build/consumer_torch RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "tensor sum from an installed cohort_torch: 6")
+    message(FATAL_ERROR "the libtorch consumer failed (${rc}): ${out}")
+  endif()
+  message(STATUS "libtorch consumer: ${out}")
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
