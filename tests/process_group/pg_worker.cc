@@ -14,6 +14,8 @@
 //              NetworkError (not their 60 s timeout)
 //   stale      makes a shared-memory segment and dies without removing it,
 //              as a crashed run would (no init, no rank)
+//   desync     rank 1 calls broadcast where the others call all_reduce; run
+//              with COHORT_DEBUG=detail, every rank must get DesyncError
 // Prints "rank R ok: ..." and exits 0 when the rank saw what it should.
 #include <signal.h>
 #include <unistd.h>
@@ -84,6 +86,21 @@ int main(int argc, char** argv) {
         std::printf("rank %d ok: NetworkError: %s\n", rank, e.what());
         return 0;
       }
+    }
+    if (mode == "desync") {
+      std::vector<float> v(1000, 1.0f);
+      try {
+        if (rank == 1) {
+          broadcast(Buffer::of(v));
+        } else {
+          all_reduce(Buffer::of(v));
+        }
+      } catch (const DesyncError& e) {
+        std::printf("rank %d ok: DesyncError: %s\n", rank, e.what());
+        return 0;
+      }
+      std::fprintf(stderr, "rank %d: the mismatched collective ran\n", rank);
+      return 1;
     }
     if (rank == victim) {
       if (mode == "die") _exit(7);

@@ -26,13 +26,15 @@ struct Job {
   std::vector<int> codes;
 };
 
-Job launch(int world, const std::string& mode, const std::string& init, int victim = -1) {
+Job launch(int world, const std::string& mode, const std::string& init, int victim = -1,
+           const std::vector<std::string>& extra_env = {}) {
   Job job;
   uint16_t port = free_port();
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> argv = {binary_path("tests/pg_worker"), mode, init, std::to_string(victim)};
     std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
                                     "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
     job.ranks.push_back(std::make_unique<Subprocess>(argv, env));
   }
   for (int r = 0; r < world; ++r) {
@@ -128,6 +130,20 @@ TEST(ProcessGroupProcesses, ASegmentLeftByACrashedRunIsRemovedByTheNextRun) {
   expect_all_ok(job);
   names = live_segment_names();
   EXPECT_EQ(std::find(names.begin(), names.end(), name), names.end()) << name << " is still in /dev/shm";
+}
+
+TEST(ProcessGroupProcesses, DetailDebugMakesEveryProcessNameWhatEachRankCalled) {
+  // Two hosts of two ranks: fingerprints cross both shared memory and TCP.
+  Job job = launch(4, "desync", "env://", -1, {"COHORT_DEBUG=detail", "COHORT_SHM_RANKS_PER_HOST=2"});
+  expect_all_ok(job);
+  for (const auto& out : job.output) {
+    EXPECT_NE(
+        out.find(
+            "ok: DesyncError: collective #1 of group default: ranks differ: ranks 0,2,3: "
+            "all_reduce(float32, 1000 elements, SUM); rank 1: broadcast(float32, 1000 elements, root 0)\n"),
+        std::string::npos)
+        << out;
+  }
 }
 
 TEST(ProcessGroupProcesses, SilentPeerIsATimeoutNamingOpGroupAndSequence) {
