@@ -30,7 +30,9 @@
 namespace cohort {
 
 class Backend;
+class DesyncCheck;
 class Store;
+struct Fingerprint;
 struct OpContext;
 
 // CollectiveOptions are what every call takes: a timeout (0: the group's)
@@ -182,6 +184,9 @@ class ProcessGroup {
   // run_task runs one operation on the thread driving the backend.
   void run_task(Work& work, const Task& task);
   void mark_broken(std::exception_ptr error, const std::string& what);
+  // agree runs COHORT_DEBUG=detail's check of collective #n (desync_ set):
+  // false, with *error set, when the ranks' calls differ.
+  bool agree(const Fingerprint& mine, const OpContext& op, std::exception_ptr* error);
   void check_rank(int r, const char* what) const;
 
   std::unique_ptr<Backend> backend_;
@@ -207,6 +212,9 @@ class ProcessGroup {
   // nothing for a blocking call); and that op's name, rebuilt in place.
   std::shared_ptr<Work> done_work_;
   std::string inline_what_;  // the driving thread only
+  // The ranks' fingerprint check (COHORT_DEBUG=detail), else null; used by
+  // the driving thread only.
+  std::unique_ptr<DesyncCheck> desync_;
   std::thread worker_;
 };
 

@@ -145,6 +145,15 @@ Algorithm network_algorithm(Collective collective, size_t bytes) {
   return Algorithm::kDirect;  // unreachable: every collective has a network rule
 }
 
+size_t size_class_limit(Collective collective, size_t bytes, Topology topology) {
+  for (const Rule& r : kRules) {
+    if ((r.topology == topology || r.topology == Topology::kNetwork) && r.collective == collective &&
+        bytes <= r.max_bytes)
+      return r.max_bytes;
+  }
+  return kAny;
+}
+
 Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size, Topology topology) {
   (void)world_size;  // every algorithm here handles every world size
   // Read COHORT_ALGO again only when the config changed: the registry's

@@ -53,6 +53,12 @@ const char* algorithm_name(Algorithm a);
 Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size,
                                    Topology topology = Topology::kNetwork);
 
+// size_class_limit returns the largest size (bytes per rank) that the
+// table's rule for `bytes` covers, SIZE_MAX for the open-ended ones: sizes
+// with the same limit are chosen for alike (COHORT_DEBUG=info logs each
+// class once).
+size_t size_class_limit(Collective collective, size_t bytes, Topology topology);
+
 // network_algorithm is the table's choice among the message-passing
 // algorithms, without overrides (the leaders' step of a hierarchical one).
 Algorithm network_algorithm(Collective collective, size_t bytes);

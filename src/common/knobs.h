@@ -30,6 +30,15 @@ inline constexpr KnobSpec kLogLevel{"COHORT_LOG_LEVEL", KnobType::kChoice, "warn
                                     "Least severe log level printed to stderr.",
                                     "trace|debug|info|warning|error|off"};
 
+inline constexpr KnobSpec kDebug{
+    "COHORT_DEBUG", KnobType::kChoice, "off",
+    "Debugging aids, as torch's TORCH_DISTRIBUTED_DEBUG: off; info logs each group's creation and, "
+    "once per collective and size class, the algorithm that runs (and lowers COHORT_LOG_LEVEL to "
+    "info); detail also makes the ranks compare what they call before every collective and raise "
+    "DesyncError listing each rank's call when they differ (one small exchange per collective: "
+    "docs/debugging.md). Read when a group is made; give every rank the same.",
+    "off|info|detail"};
+
 inline constexpr KnobSpec kStoreToken{
     "COHORT_STORE_TOKEN",
     KnobType::kString,
@@ -164,6 +173,7 @@ inline constexpr KnobSpec kLauncherStopTimeoutS{
 
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,
+    &kDebug,
     &kStoreToken,
     &kStoreMaxKeyBytes,
     &kStoreMaxFrameBytes,

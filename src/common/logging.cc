@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "common/config_registry.h"
+#include "common/debug_level.h"
 
 namespace cohort {
 namespace {
@@ -45,6 +46,9 @@ bool log_enabled(LogLevel level) {
     LogLevel parsed;
     try {
       parsed = parse_level(config_string(knobs::kLogLevel));
+      // COHORT_DEBUG=info|detail is a request for the info lines (group
+      // creation, algorithm choices): it lowers the level, never raises it.
+      if (debug_level() != DebugLevel::kOff && parsed > LogLevel::kInfo) parsed = LogLevel::kInfo;
     } catch (const std::exception& e) {
       // A bad COHORT_LOG_LEVEL must not stop the program; say so once.
       std::fprintf(stderr, "[cohort] %s; logging warnings\n", e.what());

@@ -69,6 +69,22 @@ class Backend {
   // to this backend (ProcessGroup refuses others on the caller's thread).
   virtual bool supports_device(DeviceType type) const { return type == DeviceType::kCPU; }
 
+  // COHORT_DEBUG=detail. has_fingerprint_exchange says whether
+  // exchange_fingerprints works here; where it does not (NCCL), the
+  // group's store carries the fingerprints instead.
+  virtual bool has_fingerprint_exchange() const { return false; }
+  // exchange_fingerprints gives every other rank the `bytes` at `mine` and
+  // receives theirs into `all` (rank q's at q * bytes), in messages apart
+  // from every collective's and point-to-point's, so that it can never take
+  // nor be taken for one of theirs, even when the ranks are out of step.
+  // Sets arrived[q] to 1 for each rank whose bytes came, also when it fails
+  // (kTimeout at op.deadline: the others then never called collective #n).
+  virtual Status exchange_fingerprints(const void* mine, size_t bytes, void* all, uint8_t* arrived,
+                                       const OpContext& op);
+  // describe_links says, for COHORT_DEBUG=info, how this rank reaches the
+  // others ("shared memory with ranks [1, 2]; TCP with ranks [3]").
+  virtual std::string describe_links() const { return ""; }
+
  protected:
   Status unsupported(const char* op) const {
     return Status(StatusCode::kBackendError, "backend " + name_ + " does not support " + op);

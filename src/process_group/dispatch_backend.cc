@@ -171,6 +171,16 @@ void DispatchBackend::abort(const Status& reason) {
   if (cuda_) cuda_->abort(reason);
 }
 
+std::string DispatchBackend::describe_links() const {
+  std::string out;
+  for (Backend* b : {cpu_.get(), cuda_.get()}) {
+    if (!b) continue;
+    const std::string links = b->describe_links();
+    out += (out.empty() ? "" : "; ") + b->name() + (links.empty() ? "" : " ") + links;
+  }
+  return out;
+}
+
 bool DispatchBackend::may_run_inline() const {
   return (!cpu_ || cpu_->may_run_inline()) && (!cuda_ || cuda_->may_run_inline());
 }

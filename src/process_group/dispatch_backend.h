@@ -60,9 +60,18 @@ class DispatchBackend : public Backend {
   }
   bool may_run_inline() const override;
   bool supports_device(DeviceType type) const override { return backend_for(type) != nullptr; }
+  // Fingerprints travel through the CPU backend when there is one.
+  bool has_fingerprint_exchange() const override { return first()->has_fingerprint_exchange(); }
+  Status exchange_fingerprints(const void* mine, size_t bytes, void* all, uint8_t* arrived,
+                               const OpContext& op) override {
+    return first()->exchange_fingerprints(mine, bytes, all, arrived, op);
+  }
+  std::string describe_links() const override;
 
  private:
   Backend* backend_for(DeviceType type) const;
+  // first is the CPU backend, or the CUDA one where there is none.
+  Backend* first() const { return cpu_ ? cpu_.get() : cuda_.get(); }
   // on returns the backend of `device`, or null after setting *st to the
   // error (ProcessGroup checks devices first, so that is a bug).
   Backend* on(const Device& device, Status* st) const;

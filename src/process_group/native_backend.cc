@@ -5,6 +5,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/shm_direct.h"
+#include "common/debug_level.h"
 #include "common/logging.h"
 #include "reduce/reduce.h"
 #include "transport/shm/arena.h"
@@ -31,14 +32,53 @@ NativeBackend::NativeBackend(std::unique_ptr<Transport> transport)
     topology_ = Topology::kHosts;
   }
   const char* how[] = {"no shared memory", "one host, shared memory", "shared memory within hosts"};
+  log_choices_ = debug_level() != DebugLevel::kOff;
   COHORT_LOG(kDebug) << "rank " << transport_->rank() << ": " << hosts << " hosts, "
                      << how[static_cast<int>(topology_)] << "; all_reduce is "
                      << (topology_ == Topology::kHosts ? "hierarchical" : "flat")
                      << (arena && arena->single_copy_from() != SIZE_MAX ? "; single-copy reads allowed" : "");
 }
 
-Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes) const {
-  return choose_algorithm(collective, bytes, transport_->size(), topology_);
+Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, const OpContext& op) {
+  auto algorithm = choose_algorithm(collective, bytes, transport_->size(), topology_);
+  if (log_choices_ && algorithm.ok())
+    choice_log_.note(collective, bytes, algorithm.value(), topology_, transport_->size(), *op.what);
+  return algorithm;
+}
+
+Status NativeBackend::exchange_fingerprints(const void* mine, size_t bytes, void* all, uint8_t* arrived,
+                                            const OpContext& op) {
+  fingerprint_sends_.clear();
+  fingerprint_recvs_.clear();
+  for (int q = 0; q < transport_->size(); ++q) {
+    if (q == transport_->rank()) continue;
+    fingerprint_sends_.push_back(SendRequest{q, MessageKind::kFingerprint, op.sequence, mine, bytes});
+    fingerprint_recvs_.push_back(RecvRequest{q, MessageKind::kFingerprint, op.sequence,
+                                             static_cast<uint8_t*>(all) + static_cast<size_t>(q) * bytes,
+                                             bytes});
+  }
+  Status st =
+      transport_->exchange(fingerprint_sends_.data(), fingerprint_sends_.size(), fingerprint_recvs_.data(),
+                           fingerprint_recvs_.size(), op.deadline, *op.what);
+  // A receive that completed knows its source, also when another failed.
+  for (const RecvRequest& r : fingerprint_recvs_) {
+    if (r.source >= 0) arrived[r.peer] = 1;
+  }
+  return st;
+}
+
+std::string NativeBackend::describe_links() const {
+  shm::Arena* arena = transport_->shared_arena();
+  const int me = transport_->rank();
+  std::string shm_ranks, tcp_ranks;
+  for (int q = 0; q < transport_->size(); ++q) {
+    if (q == me) continue;
+    std::string& list = arena && transport_->host_of(q) == transport_->host_of(me) ? shm_ranks : tcp_ranks;
+    list += (list.empty() ? "" : ", ") + std::to_string(q);
+  }
+  static const char* const kTopology[] = {"no shared memory", "one host", "several hosts"};
+  return std::string("links (") + kTopology[static_cast<int>(topology_)] + "): shared memory with ranks [" +
+         shm_ranks + "], TCP with ranks [" + tcp_ranks + "]";
 }
 
 Status NativeBackend::direct_done(Status st, const OpContext& op) {
@@ -57,7 +97,7 @@ AlgoContext NativeBackend::context(const OpContext& op) {
 }
 
 Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext& op) {
-  auto algorithm = choose(Collective::kBroadcast, buffer.bytes());
+  auto algorithm = choose(Collective::kBroadcast, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
   if (algorithm.value() == Algorithm::kShmDirect) {
@@ -67,7 +107,7 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
 }
 
 Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) {
-  auto algorithm = choose(Collective::kAllReduce, buffer.bytes());
+  auto algorithm = choose(Collective::kAllReduce, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   if (reduce_op.kind == ReduceOp::PREMUL_SUM)
     scale(buffer.dtype, buffer.data, buffer.count, reduce_op.factor);
@@ -96,7 +136,7 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
     }
     scale(input.dtype, input.data, input.count, reduce_op.factor);
   }
-  auto algorithm = choose(Collective::kReduce, buffer.bytes());
+  auto algorithm = choose(Collective::kReduce, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
   Status st =
@@ -113,7 +153,7 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
                                  const OpContext& op) {
   size_t most = 0;
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
-  auto algorithm = choose(Collective::kAllGather, most);
+  auto algorithm = choose(Collective::kAllGather, most, op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
   if (algorithm.value() == Algorithm::kShmDirect) {
@@ -124,12 +164,18 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
 
 Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,
                              const OpContext& op) {
+  if (log_choices_)
+    choice_log_.note(Collective::kGather, input.bytes(), Algorithm::kDirect, topology_, transport_->size(),
+                     *op.what);
   AlgoContext c = context(op);
   return cohort::gather(c, input, outputs, root);
 }
 
 Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root,
                               const OpContext& op) {
+  if (log_choices_)
+    choice_log_.note(Collective::kScatter, output.bytes(), Algorithm::kDirect, topology_, transport_->size(),
+                     *op.what);
   AlgoContext c = context(op);
   return cohort::scatter(c, output, inputs, root);
 }
@@ -149,7 +195,7 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
       off += v.bytes();
     }
   }
-  auto algorithm = choose(Collective::kReduceScatter, output.bytes());
+  auto algorithm = choose(Collective::kReduceScatter, output.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
   Status st = algorithm.value() == Algorithm::kShmDirect
@@ -165,12 +211,15 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
 
 Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
                                  const OpContext& op) {
+  if (log_choices_)
+    choice_log_.note(Collective::kAllToAll, inputs.empty() ? 0 : inputs[0].bytes(), Algorithm::kPairwise,
+                     topology_, transport_->size(), *op.what);
   AlgoContext c = context(op);
   return cohort::all_to_all(c, outputs, inputs);
 }
 
 Status NativeBackend::barrier(const OpContext& op) {
-  auto algorithm = choose(Collective::kBarrier, 0);
+  auto algorithm = choose(Collective::kBarrier, 0, op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op);
   if (algorithm.value() == Algorithm::kShmDirect)

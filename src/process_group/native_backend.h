@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "algorithms/choice_log.h"
 #include "algorithms/selection.h"
 #include "process_group/backend.h"
 
@@ -36,11 +37,18 @@ class NativeBackend : public Backend {
   void abort(const Status& reason) override { transport_->interrupt(reason); }
   std::vector<int> lost_peers() const override { return transport_->lost_peers(); }
   bool can_shrink() const override { return true; }
+  // Fingerprints travel as messages of their own kind (kFingerprint, tag
+  // n), so that they cannot mix with collective #n's, whatever the ranks do.
+  bool has_fingerprint_exchange() const override { return true; }
+  Status exchange_fingerprints(const void* mine, size_t bytes, void* all, uint8_t* arrived,
+                               const OpContext& op) override;
+  std::string describe_links() const override;
 
  private:
   struct AlgoContext context(const OpContext& op);
-  // choose asks the algorithm table, knowing where this group's ranks are.
-  Result<Algorithm> choose(Collective collective, size_t bytes) const;
+  // choose asks the algorithm table, knowing where this group's ranks are
+  // (and logs the choice with COHORT_DEBUG=info).
+  Result<Algorithm> choose(Collective collective, size_t bytes, const OpContext& op);
   // direct_done passes on a direct (shared-memory) algorithm's status; on
   // failure it first fails the transport, which tells the peers why.
   Status direct_done(Status st, const OpContext& op);
@@ -48,6 +56,10 @@ class NativeBackend : public Backend {
   Topology topology_ = Topology::kNetwork;
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)
   std::vector<uint8_t> premul_;   // PREMUL_SUM's scaled copy of the inputs
+  bool log_choices_ = false;      // COHORT_DEBUG is info or detail, read at creation
+  ChoiceLog choice_log_;
+  std::vector<SendRequest> fingerprint_sends_;  // reused by exchange_fingerprints
+  std::vector<RecvRequest> fingerprint_recvs_;
 };
 
 }  // namespace cohort

@@ -12,14 +12,15 @@
 #include "cohort/store.h"
 #include "common/logging.h"
 #include "process_group/backend.h"
+#include "process_group/desync_check.h"
+#include "process_group/group_log.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
 namespace {}  // namespace
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vector<int> global_ranks,
-                           std::string name, std::chrono::milliseconds timeout,
-                           std::shared_ptr<Store> store)
+                           std::string name, std::chrono::milliseconds timeout, std::shared_ptr<Store> store)
     : backend_(std::move(backend)),
       rank_(rank),
       global_ranks_(std::move(global_ranks)),
@@ -28,6 +29,8 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vect
       store_(std::move(store)),
       done_work_(std::make_shared<Work>("a blocking collective of group " + name_ + ", complete")) {
   done_work_->complete(nullptr);
+  desync_ = DesyncCheck::make(*backend_, rank_, size(), name_, store_);
+  log_group_created(*this, *backend_, desync_.get());  // COHORT_DEBUG=info
   worker_ = std::thread([this] { worker_loop(); });
 }
 

@@ -7,6 +7,7 @@
 #include "cohort/errors.h"
 #include "cohort/process_group.h"
 #include "process_group/backend.h"
+#include "process_group/desync_check.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -75,7 +76,19 @@ void describe_into(std::string* out, const std::string& op, uint64_t sequence, c
   out->assign(op).append(number, static_cast<size_t>(end - number)).append(" of group ").append(group);
 }
 
+size_t elements_in(const std::vector<Buffer>& list) {
+  size_t n = 0;
+  for (const Buffer& b : list) n += b.count;
+  return n;
+}
+
 }  // namespace
+
+bool ProcessGroup::agree(const Fingerprint& mine, const OpContext& op, std::exception_ptr* error) {
+  Status st = desync_->check(mine, op);
+  if (!st.ok()) *error = status_exception(st);
+  return st.ok();
+}
 
 template <class Run>
 std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const CollectiveOptions& options,
@@ -120,6 +133,9 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const Broadc
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.src, "broadcast src");
   return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ &&
+        !agree(Fingerprint(CollectiveOp::kBroadcast, buffer.dtype, buffer.count).with_root(o.src), c, e))
+      return;
     fail_on(backend_->broadcast(buffer, o.src, c), e);
   });
 }
@@ -129,6 +145,9 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllRe
   check_buffer(op, buffer, "buffer", *backend_);
   check_reduce(op, buffer, o.op);
   return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ &&
+        !agree(Fingerprint(CollectiveOp::kAllReduce, buffer.dtype, buffer.count).with_reduce_op(o.op), c, e))
+      return;
     fail_on(backend_->all_reduce(buffer, o.op, c), e);
   });
 }
@@ -139,6 +158,11 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOpt
   check_rank(o.dst, "reduce dst");
   check_reduce(op, buffer, o.op);
   return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ && !agree(Fingerprint(CollectiveOp::kReduce, buffer.dtype, buffer.count)
+                              .with_root(o.dst)
+                              .with_reduce_op(o.op),
+                          c, e))
+      return;
     fail_on(backend_->reduce(buffer, o.dst, o.op, c), e);
   });
 }
@@ -156,6 +180,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
                 std::to_string(input.count));
   }
   return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ &&
+        !agree(Fingerprint(CollectiveOp::kAllGather, input.dtype, input.count).with_per_rank(outputs), c, e))
+      return;
     fail_on(backend_->all_gather(outputs, input, c), e);
   });
 }
@@ -174,6 +201,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
   for (int q = 0; q < size(); ++q)
     outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
   return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ && !agree(Fingerprint(CollectiveOp::kAllGatherIntoTensor, input.dtype, input.count), c, e))
+      return;
     fail_on(backend_->all_gather(outputs, input, c), e);
   });
 }
@@ -195,6 +224,11 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
     bad(op, "outputs must be empty on ranks other than dst " + std::to_string(o.dst) + " (torch's rule)");
   }
   return collective(op, o, [this, outputs, input, o](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ && !agree(Fingerprint(CollectiveOp::kGather, input.dtype, input.count)
+                              .with_root(o.dst)
+                              .with_per_rank(outputs),
+                          c, e))
+      return;
     fail_on(backend_->gather(outputs, input, o.dst, c), e);
   });
 }
@@ -216,6 +250,11 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
     bad(op, "inputs must be empty on ranks other than src " + std::to_string(o.src) + " (torch's rule)");
   }
   return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ && !agree(Fingerprint(CollectiveOp::kScatter, output.dtype, output.count)
+                              .with_root(o.src)
+                              .with_per_rank(inputs),
+                          c, e))
+      return;
     fail_on(backend_->scatter(output, inputs, o.src, c), e);
   });
 }
@@ -233,6 +272,11 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
                 " elements but the output has " + std::to_string(output.count));
   }
   return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ && !agree(Fingerprint(CollectiveOp::kReduceScatter, output.dtype, output.count)
+                              .with_per_rank(inputs)
+                              .with_reduce_op(o.op),
+                          c, e))
+      return;
     fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
   });
 }
@@ -252,6 +296,11 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
   for (int q = 0; q < size(); ++q)
     inputs.push_back(slice(input, static_cast<size_t>(q) * output.count, output.count));
   return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ &&
+        !agree(
+            Fingerprint(CollectiveOp::kReduceScatterTensor, output.dtype, output.count).with_reduce_op(o.op),
+            c, e))
+      return;
     fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
   });
 }
@@ -270,6 +319,10 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& output
                 "] (what this rank sends itself) differ in length");
   }
   return collective(op, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ && !agree(Fingerprint(CollectiveOp::kAllToAll, inputs[0].dtype, elements_in(inputs))
+                              .with_received(elements_in(outputs)),
+                          c, e))
+      return;
     fail_on(backend_->all_to_all(outputs, inputs, c), e);
   });
 }
@@ -318,13 +371,19 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     in_off += in_sizes[q];
   }
   return collective(op, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ && !agree(Fingerprint(CollectiveOp::kAllToAllSingle, inputs[0].dtype, elements_in(inputs))
+                              .with_received(elements_in(outputs)),
+                          c, e))
+      return;
     fail_on(backend_->all_to_all(outputs, inputs, c), e);
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
-  return collective("barrier", o,
-                    [this](const OpContext& c, std::exception_ptr* e) { fail_on(backend_->barrier(c), e); });
+  return collective("barrier", o, [this](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ && !agree(Fingerprint(CollectiveOp::kBarrier), c, e)) return;
+    fail_on(backend_->barrier(c), e);
+  });
 }
 
 // The point-to-point tag monitored_barrier uses (users' tags are usually

@@ -26,7 +26,9 @@ class Arena;
 // apart: a user's tag can never match a collective's.
 // kFailure is the transport's own: a rank that fails tells the others why
 // before it drops its connections, so they report the root cause.
-enum class MessageKind : uint32_t { kCollective = 1, kPointToPoint = 2, kFailure = 3 };
+// kFingerprint carries COHORT_DEBUG=detail's fingerprint of collective #n
+// (tag n), which must never match nor be taken for collective #n's own.
+enum class MessageKind : uint32_t { kCollective = 1, kPointToPoint = 2, kFailure = 3, kFingerprint = 4 };
 
 constexpr int kAnySource = -1;
 

@@ -107,6 +107,61 @@ TEST(MpiTimeouts, APolledCollectiveSomeRankIsLateForTimesOutAndBreaksTheGroup) {
   barrier();
 }
 
+// ranks_but_one writes the ranks of 0..world-1 other than `skip` as the
+// desync report does ("rank 0", "ranks 0,2,3"; up to four ranks).
+std::string ranks_but_one(int world, int skip) {
+  std::string list;
+  for (int r = 0; r < world; ++r) {
+    if (r != skip) list += (list.empty() ? "" : ",") + std::to_string(r);
+  }
+  return (world == 2 ? "rank " : "ranks ") + list;
+}
+
+TEST(MpiDesync, DetailDebugNamesWhatEachRankCalled) {
+  const int world = get_world_size();
+  if (world < 2 || world > 4) GTEST_SKIP() << "written for two to four ranks";
+  set_config("COHORT_DEBUG", "detail");  // read when the group is made
+  auto group = new_group();
+  reset_config("COHORT_DEBUG");
+  std::vector<float> v(group->rank() == 1 ? 7 : 8, 1.0f);
+  try {
+    group->all_reduce(Buffer::of(v));
+    ADD_FAILURE() << "all_reduce ran although rank 1 gave 7 elements and the others 8";
+  } catch (const DesyncError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "collective #1 of group " + group->name() + ": ranks differ: " + ranks_but_one(world, 1) +
+                  ": all_reduce(float32, 8 elements, SUM); rank 1: all_reduce(float32, 7 "
+                  "elements, SUM)");
+  }
+  barrier();
+}
+
+TEST(MpiDesync, DetailDebugNamesTheRanksThatNeverCalledTheCollective) {
+  const int world = get_world_size();
+  if (world < 2 || world > 4) GTEST_SKIP() << "written for two to four ranks";
+  set_config("COHORT_DEBUG", "detail");
+  auto group = new_group();
+  reset_config("COHORT_DEBUG");
+  std::vector<float> v(8, 1.0f);
+  group->all_reduce(Buffer::of(v));  // #1: everyone
+  if (group->rank() == 0) {
+    AllReduceOptions o;
+    o.timeout = std::chrono::milliseconds(300);
+    try {
+      group->all_reduce(Buffer::of(v), o);  // #2: rank 0 alone
+      ADD_FAILURE() << "all_reduce ran on rank 0 alone";
+    } catch (const DesyncError& e) {
+      const std::string others = world == 2 ? "rank 1" : world == 3 ? "ranks 1,2" : "ranks 1-3";
+      EXPECT_EQ(std::string(e.what()), "collective #2 of group " + group->name() +
+                                           ": ranks differ: rank 0: all_reduce(float32, 8 elements, SUM); " +
+                                           others + ": no collective #2 before the timeout (" +
+                                           (world == 2 ? "its" : "their") +
+                                           " last was #1: all_reduce(float32, 8 elements, SUM))");
+    }
+  }
+  barrier();
+}
+
 }  // namespace
 }  // namespace cohort::testing
 

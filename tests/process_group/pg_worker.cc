@@ -22,6 +22,8 @@
 //              default group and check an all_reduce among themselves
 //   store      ranks other than 0 wait on a store key that never comes; the
 //              test kills rank 0, which hosts the store: StoreError
+//   desync     rank 1 calls broadcast where the others call all_reduce; run
+//              with COHORT_DEBUG=detail, every rank must get DesyncError
 // "ready" lines say a rank finished its first operation.
 // Prints "rank R ok: ..." and exits 0 when the rank saw what it should.
 #include <signal.h>
@@ -170,6 +172,21 @@ int main(int argc, char** argv) {
         caught(rank, "StoreError", e, wall_ns());
       }
       return 0;
+    }
+    if (mode == "desync") {
+      std::vector<float> v(1000, 1.0f);
+      try {
+        if (rank == 1) {
+          broadcast(Buffer::of(v));
+        } else {
+          all_reduce(Buffer::of(v));
+        }
+      } catch (const DesyncError& e) {
+        std::printf("rank %d ok: DesyncError: %s\n", rank, e.what());
+        return 0;
+      }
+      std::fprintf(stderr, "rank %d: the mismatched collective ran\n", rank);
+      return 1;
     }
     if (rank == victim) {
       if (mode == "die") _exit(7);

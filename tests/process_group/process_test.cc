@@ -44,8 +44,9 @@ Job start(int world, const std::string& mode, const std::string& init = "env://"
   return job;
 }
 
-Job launch(int world, const std::string& mode, const std::string& init, int victim = -1) {
-  Job job = start(world, mode, init, victim);
+Job launch(int world, const std::string& mode, const std::string& init, int victim = -1,
+           const std::vector<std::string>& extra_env = {}) {
+  Job job = start(world, mode, init, victim, extra_env);
   for (int r = 0; r < world; ++r) {
     if (r == victim) continue;
     job.output.push_back(job.ranks[r]->read_all(seconds(60)));
@@ -139,6 +140,20 @@ TEST(ProcessGroupProcesses, ASegmentLeftByACrashedRunIsRemovedByTheNextRun) {
   expect_all_ok(job);
   names = live_segment_names();
   EXPECT_EQ(std::find(names.begin(), names.end(), name), names.end()) << name << " is still in /dev/shm";
+}
+
+TEST(ProcessGroupProcesses, DetailDebugMakesEveryProcessNameWhatEachRankCalled) {
+  // Two hosts of two ranks: fingerprints cross both shared memory and TCP.
+  Job job = launch(4, "desync", "env://", -1, {"COHORT_DEBUG=detail", "COHORT_SHM_RANKS_PER_HOST=2"});
+  expect_all_ok(job);
+  for (const auto& out : job.output) {
+    EXPECT_NE(
+        out.find(
+            "ok: DesyncError: collective #1 of group default: ranks differ: ranks 0,2,3: "
+            "all_reduce(float32, 1000 elements, SUM); rank 1: broadcast(float32, 1000 elements, root 0)\n"),
+        std::string::npos)
+        << out;
+  }
 }
 
 TEST(ProcessGroupProcesses, SilentPeerIsATimeoutNamingOpGroupAndSequence) {

@@ -105,7 +105,7 @@ Result<std::unique_ptr<MpiBackend>> MpiBackend::create(const std::vector<int>& w
   Status st = mpi::ensure_initialized();
   if (!st.ok()) return st;
   const std::string what = "creating the MPI communicator of group rank list";
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL, fingerprint_comm = MPI_COMM_NULL;
   bool whole = static_cast<int>(world_ranks.size()) == mpi::world_size();
   for (size_t i = 0; whole && i < world_ranks.size(); ++i) whole = world_ranks[i] == static_cast<int>(i);
   {
@@ -128,16 +128,22 @@ Result<std::unique_ptr<MpiBackend>> MpiBackend::create(const std::vector<int>& w
     if (!st.ok()) return st;
     // Errors come back as codes, which become Status, instead of aborting.
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    st = mpi::check(MPI_Comm_dup(comm, &fingerprint_comm), "MPI_Comm_dup", what);
+    if (!st.ok()) {
+      MPI_Comm_free(&comm);
+      return st;
+    }
   }
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  return std::unique_ptr<MpiBackend>(new MpiBackend(comm, rank, size));
+  return std::unique_ptr<MpiBackend>(new MpiBackend(comm, fingerprint_comm, rank, size));
 }
 
-MpiBackend::MpiBackend(MPI_Comm comm, int rank, int size)
+MpiBackend::MpiBackend(MPI_Comm comm, MPI_Comm fingerprint_comm, int rank, int size)
     : Backend("mpi"),
       comm_(comm),
+      fingerprint_comm_(fingerprint_comm),
       rank_(rank),
       size_(size),
       tag_ub_(32767),
@@ -167,6 +173,7 @@ MpiBackend::~MpiBackend() {
   MPI_Finalized(&finalized);
   if (!finalized) {
     mpi::CallLock lock;
+    MPI_Comm_free(&fingerprint_comm_);
     MPI_Comm_free(&comm_);
   }
 }

@@ -64,7 +64,13 @@ class MpiBackend : public Backend {
   void progress(Deadline until) override;
   void wake() override { woken_.store(true, std::memory_order_release); }
   void abort(const Status& reason) override;
-  bool may_run_inline() const override { return getenv("XINLINE") != nullptr; }
+  bool may_run_inline() const override { return caller_thread_; }
+  // Fingerprints go point to point on a communicator of their own
+  // (mpi_fingerprint.cc), apart from the group's collectives and messages.
+  bool has_fingerprint_exchange() const override { return true; }
+  Status exchange_fingerprints(const void* mine, size_t bytes, void* all, uint8_t* arrived,
+                               const OpContext& op) override;
+  std::string describe_links() const override;
 
  private:
   // A point-to-point request in flight (worker thread only).
@@ -75,7 +81,7 @@ class MpiBackend : public Backend {
     bool is_recv;
   };
 
-  MpiBackend(MPI_Comm comm, int rank, int size);
+  MpiBackend(MPI_Comm comm, MPI_Comm fingerprint_comm, int rank, int size);
   // post starts an MPI_Isend/MPI_Irecv of the buffer's bytes; `done` runs
   // from progress() (worker thread).
   void post(bool is_recv, const Buffer& buffer, int peer, int tag, const OpContext& op, Completion done);
@@ -96,6 +102,10 @@ class MpiBackend : public Backend {
   void fail_all_pending(const Status& st);
 
   MPI_Comm comm_;
+  // A duplicate of comm_ for COHORT_DEBUG=detail's fingerprints, made with
+  // every group (whatever COHORT_DEBUG says here, so that ranks that differ
+  // in it still make the same communicators).
+  MPI_Comm fingerprint_comm_;
   int rank_;
   int size_;
   int tag_ub_;
@@ -116,6 +126,8 @@ class MpiBackend : public Backend {
   // Requests MPI cannot cancel, left behind by a timeout or an abort: they
   // are never freed (MPI may still use their buffers).
   std::vector<MPI_Request> abandoned_;
+  std::vector<MPI_Request> fingerprint_requests_;  // receives first, then sends
+  std::vector<int> fingerprint_done_;
   std::atomic<bool> woken_{false};
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;

@@ -28,6 +28,9 @@ std::string describe_tag(uint32_t kind, uint64_t tag) {
   if (kind == static_cast<uint32_t>(MessageKind::kCollective)) {
     return "collective #" + std::to_string(tag >> 24) + " step " + std::to_string(tag & 0xFFFFFF);
   }
+  if (kind == static_cast<uint32_t>(MessageKind::kFingerprint)) {
+    return "the fingerprint of collective #" + std::to_string(tag);
+  }
   return "point-to-point tag " + std::to_string(static_cast<int64_t>(tag));
 }
 
@@ -260,7 +263,8 @@ void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const s
   }
   const int from = pr->request.peer;
   if (from != kAnySource && !peers_[from].closed.ok()) {
-    Status why = peers_[from].closed;
+    Status why = unmatched_tag(*pr);
+    if (why.ok()) why = peers_[from].closed;
     recvs_.push_back(std::move(pr));
     return fail(why);
   }
@@ -458,7 +462,11 @@ void TcpTransport::peer_closed(int q, Status why) {
   p.closed = why;
   bool needed = !p.sends.empty();
   for (const auto& r : recvs_) {
-    if (r->request.peer == q) needed = true;
+    if (r->request.peer != q) continue;
+    needed = true;
+    // It left without sending what this rank waits for, but with another tag.
+    Status mismatch = unmatched_tag(*r);
+    if (!mismatch.ok()) return fail(mismatch);
   }
   if (needed) fail(why);
 }
@@ -575,7 +583,11 @@ std::string TcpTransport::owed_peers() const {
 void TcpTransport::expire(Clock::time_point now) {
   const std::string* what = nullptr;
   for (const auto& r : recvs_) {
-    if (!r->deadline.is_never() && r->deadline.when() <= now) what = r->what;
+    if (r->deadline.is_never() || r->deadline.when() > now) continue;
+    what = r->what;
+    // A peer's message with another tag explains the wait better than "timed out".
+    Status mismatch = unmatched_tag(*r);
+    if (!mismatch.ok()) return fail(mismatch);
   }
   for (const auto& p : peers_) {
     if (p.body_recv && !p.body_recv->deadline.is_never() && p.body_recv->deadline.when() <= now)

@@ -173,6 +173,11 @@ class TcpTransport : public Transport {
   Status write_queued();
   Status take_unexpected(PostedRecv* recv, bool* matched);
   void expire(Clock::time_point now);
+  // unmatched_tag explains a point-to-point receive that timed out, or
+  // whose peer left, while a message from that peer with another tag waits
+  // unmatched: a DesyncError naming both tags (unmatched.cc); ok when there
+  // is none.
+  Status unmatched_tag(const PostedRecv& recv) const;
   // check_interrupt fails the transport when interrupt() was called.
   void check_interrupt();
   // take_buffer returns a buffer of at least n bytes (from spare_ when one
