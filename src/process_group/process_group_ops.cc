@@ -7,6 +7,7 @@
 #include "cohort/errors.h"
 #include "cohort/process_group.h"
 #include "process_group/backend.h"
+#include "process_group/group_trace.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -78,13 +79,14 @@ void describe_into(std::string* out, const std::string& op, uint64_t sequence, c
 }  // namespace
 
 template <class Run>
-std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const CollectiveOptions& options,
-                                               Run run) {
+std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const OpShape& shape,
+                                               const CollectiveOptions& options, Run run) {
   uint64_t sequence;
   if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
     const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_);
     describe_into(&inline_what_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};
+    const TraceTicket ticket = trace_->recorder().began(op, shape, sequence);
     std::exception_ptr error = broken_;
     if (!error) {
       try {
@@ -94,6 +96,7 @@ std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const Coll
       }
       if (error) mark_broken(error, inline_what_);
     }
+    trace_->finish(ticket, error);  // while this thread still drives the group
     if (!error) {
       release_inline();
       return done_work_;
@@ -105,10 +108,11 @@ std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const Coll
     return failed;
   }
   return enqueue(
-      op, options,
+      op, shape, options,
       [this, run = std::move(run)](Work& work, const OpContext& context) {
         std::exception_ptr error;
         run(context, &error);
+        trace_->finish(context.trace, error);
         if (error) mark_broken(error, *context.what);
         work.complete(error);
       },
@@ -119,7 +123,8 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const Broadc
   const std::string op = "broadcast";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.src, "broadcast src");
-  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(buffer, o.src);
+  return collective(op, shape, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->broadcast(buffer, o.src, c), e);
   });
 }
@@ -128,7 +133,8 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllRe
   const std::string op = "all_reduce";
   check_buffer(op, buffer, "buffer", *backend_);
   check_reduce(op, buffer, o.op);
-  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(buffer);
+  return collective(op, shape, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->all_reduce(buffer, o.op, c), e);
   });
 }
@@ -138,7 +144,8 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOpt
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.dst, "reduce dst");
   check_reduce(op, buffer, o.op);
-  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(buffer, o.dst);
+  return collective(op, shape, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->reduce(buffer, o.dst, o.op, c), e);
   });
 }
@@ -155,7 +162,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
                 std::to_string(outputs[rank_].count) + " elements but the input has " +
                 std::to_string(input.count));
   }
-  return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, input);
+  return collective(op, shape, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->all_gather(outputs, input, c), e);
   });
 }
@@ -173,7 +181,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
   std::vector<Buffer> outputs;
   for (int q = 0; q < size(); ++q)
     outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
-  return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, input);
+  return collective(op, shape, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->all_gather(outputs, input, c), e);
   });
 }
@@ -194,7 +203,8 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
   } else if (!outputs.empty()) {
     bad(op, "outputs must be empty on ranks other than dst " + std::to_string(o.dst) + " (torch's rule)");
   }
-  return collective(op, o, [this, outputs, input, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, input, o.dst);
+  return collective(op, shape, o, [this, outputs, input, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->gather(outputs, input, o.dst, c), e);
   });
 }
@@ -215,7 +225,8 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
   } else if (!inputs.empty()) {
     bad(op, "inputs must be empty on ranks other than src " + std::to_string(o.src) + " (torch's rule)");
   }
-  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(output, inputs, o.src);
+  return collective(op, shape, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->scatter(output, inputs, o.src, c), e);
   });
 }
@@ -232,7 +243,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
     bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
                 " elements but the output has " + std::to_string(output.count));
   }
-  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(output, inputs);
+  return collective(op, shape, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
   });
 }
@@ -251,7 +263,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
   std::vector<Buffer> inputs;
   for (int q = 0; q < size(); ++q)
     inputs.push_back(slice(input, static_cast<size_t>(q) * output.count, output.count));
-  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(output, inputs);
+  return collective(op, shape, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
   });
 }
@@ -269,7 +282,8 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& output
     bad(op, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
                 "] (what this rank sends itself) differ in length");
   }
-  return collective(op, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, inputs);
+  return collective(op, shape, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->all_to_all(outputs, inputs, c), e);
   });
 }
@@ -317,13 +331,14 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     out_off += out_sizes[q];
     in_off += in_sizes[q];
   }
-  return collective(op, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, inputs);
+  return collective(op, shape, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
     fail_on(backend_->all_to_all(outputs, inputs, c), e);
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
-  return collective("barrier", o,
+  return collective("barrier", OpShape{}, o,
                     [this](const OpContext& c, std::exception_ptr* e) { fail_on(backend_->barrier(c), e); });
 }
 
@@ -376,11 +391,12 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
   check_rank(dst, "send dst");
   if (dst == rank_) bad(op, "dst is this rank (" + std::to_string(dst) + "); a rank cannot send to itself");
   return enqueue(
-      op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), o,
+      op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), p2p_shape(buffer, dst, o.tag), o,
       [this, buffer, dst, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
-        backend_->post_send(buffer, dst, o.tag, c, [this, keep](const Status& st, int) {
+        backend_->post_send(buffer, dst, o.tag, c, [this, keep, t = c.trace](const Status& st, int) {
           std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+          trace_->finish(t, error);
           if (error) mark_broken(error, keep->description());
           keep->complete(error);
         });
@@ -398,11 +414,12 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
   }
   const std::string from = src == kAnySourceRank ? "any rank" : std::to_string(src);
   return enqueue(
-      op + " from " + from + " tag " + std::to_string(o.tag), o,
+      op + " from " + from + " tag " + std::to_string(o.tag), p2p_shape(buffer, src, o.tag), o,
       [this, buffer, src, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
-        backend_->post_recv(buffer, src, o.tag, c, [this, keep](const Status& st, int source) {
+        backend_->post_recv(buffer, src, o.tag, c, [this, keep, t = c.trace](const Status& st, int source) {
           std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+          trace_->finish(t, error);
           if (error) mark_broken(error, keep->description());
           keep->complete(error, source);
         });
