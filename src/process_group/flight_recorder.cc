@@ -106,8 +106,9 @@ TraceTicket FlightRecorder::scheduled(const std::string& op, const OpShape& shap
   return record(op, shape, sequence, collective, OpState::kScheduled, now);
 }
 
-TraceTicket FlightRecorder::began(const std::string& op, const OpShape& shape, uint64_t sequence) {
-  const int64_t now = trace_clock_ns();
+TraceTicket FlightRecorder::began(const std::string& op, const OpShape& shape, uint64_t sequence,
+                                  std::chrono::steady_clock::time_point at) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
   running_since_ns_.store(now, std::memory_order_relaxed);
   raise_to(collectives_.started, sequence);
   std::lock_guard<std::mutex> lock(mu_);

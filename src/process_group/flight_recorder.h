@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -96,8 +97,10 @@ class FlightRecorder {
   // scheduled records an operation that was given `sequence` and queued;
   // its name is the first word of `op` ("send" of "send to 3 tag 0").
   TraceTicket scheduled(const std::string& op, const OpShape& shape, uint64_t sequence, bool collective);
-  // began records a collective that starts at once (on the caller's thread).
-  TraceTicket began(const std::string& op, const OpShape& shape, uint64_t sequence);
+  // began records a collective that starts at once (on the caller's
+  // thread), at `now` (the caller has just read the clock).
+  TraceTicket began(const std::string& op, const OpShape& shape, uint64_t sequence,
+                    std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   // started and finished are called by the thread driving the operation;
   // `error` is null on success.
   void started(const TraceTicket& ticket);

@@ -83,10 +83,11 @@ std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const OpSh
                                                const CollectiveOptions& options, Run run) {
   uint64_t sequence;
   if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
-    const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_);
+    const Clock::time_point now = Clock::now();  // one read for the deadline and the flight recorder
+    const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_, now);
     describe_into(&inline_what_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};
-    const TraceTicket ticket = trace_->recorder().began(op, shape, sequence);
+    const TraceTicket ticket = trace_->recorder().began(op, shape, sequence, now);
     std::exception_ptr error = broken_;
     if (!error) {
       try {

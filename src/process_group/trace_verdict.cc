@@ -237,7 +237,22 @@ Verdict analyze_dumps(const std::vector<RankDump>& dumps) {
                             "not have COHORT_TRACE_DIR set); what they did is unknown");
     verdict.problems = true;
   }
-  for (const std::string& name : order) GroupVerdict(name, groups[name], &verdict).run();
+  for (const std::string& name : order) {
+    // A rank that dumped without the group had destroyed it (or never made
+    // it): it will not join the group's collectives either.
+    std::vector<int> without;
+    for (int r : groups[name].front().group->global_ranks) {
+      bool listed = false;
+      for (const View& v : groups[name]) listed |= v.rank == r;
+      if (have.count(r) && !listed) without.push_back(r);
+    }
+    if (!without.empty()) {
+      verdict.lines.push_back("group " + name + ": ranks " + rank_set(without) +
+                              " dumped without it (they destroyed it, or never made it)");
+      verdict.problems = true;
+    }
+    GroupVerdict(name, groups[name], &verdict).run();
+  }
   return verdict;
 }
 

@@ -103,6 +103,15 @@ TEST(TraceVerdictTest, MissingDumpsAreNamed) {
       << all_lines(v);
 }
 
+TEST(TraceVerdictTest, ARankThatDumpedWithoutTheGroupIsNamed) {
+  RankDump r1 = rank_dump(1, 2, 3);
+  r1.groups.clear();
+  const Verdict v = analyze_dumps({rank_dump(0, 2, 3), r1});
+  EXPECT_TRUE(v.problems);
+  EXPECT_TRUE(has_line(v, "group default: ranks {1} dumped without it (they destroyed it, or never made it)"))
+      << all_lines(v);
+}
+
 TEST(TraceVerdictTest, DifferentOperationsUnderOneSequenceNumberAreAMismatch) {
   TraceRecord bcast = collective(3, "broadcast", 1 << 20, OpState::kStarted);
   bcast.peer = 0;
