@@ -134,12 +134,12 @@ void FlightRecorder::started(const TraceTicket& ticket) {
 }
 
 void FlightRecorder::finished(const TraceTicket& ticket, const std::string* error) {
-  const int64_t now = trace_clock_ns();
   Counters& c = counters(ticket.collective);
   raise_to(error ? c.failed : c.completed, ticket.sequence);
   // Release: a reader that sees this count also sees the counters above.
   c.finished.store(c.finished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (ticket.id == 0) return;
+  const int64_t now = trace_clock_ns();  // only the ring keeps it
   std::lock_guard<std::mutex> lock(mu_);
   if (TraceEntry* e = slot_of(ticket)) {
     e->state = error ? OpState::kFailed : OpState::kCompleted;
