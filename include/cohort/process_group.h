@@ -34,6 +34,9 @@ class DesyncCheck;
 class Store;
 struct Fingerprint;
 struct OpContext;
+struct OpShape;
+class GroupTrace;
+class MonitorLease;
 
 // CollectiveOptions are what every call takes: a timeout (0: the group's)
 // and whether to return before the operation completes.
@@ -167,15 +170,17 @@ class ProcessGroup {
  private:
   using Task = std::function<void()>;
   // enqueue numbers an operation and queues `run` for the worker; waits
-  // for it unless options.async_op.
-  std::shared_ptr<Work> enqueue(const std::string& op, const CollectiveOptions& options,
+  // for it unless options.async_op. `shape` is what the flight recorder
+  // keeps of its arguments.
+  std::shared_ptr<Work> enqueue(const std::string& op, const OpShape& shape, const CollectiveOptions& options,
                                 std::function<void(Work&, const OpContext&)> run, bool is_collective);
   // collective runs a backend call that returns a Status: at once on the
   // caller's thread when the call blocks and the group is idle (without
   // allocating: it returns done_work_), else through enqueue. Defined in
   // process_group_ops.cc, where every collective is.
   template <class Run>
-  std::shared_ptr<Work> collective(const std::string& op, const CollectiveOptions& options, Run run);
+  std::shared_ptr<Work> collective(const std::string& op, const OpShape& shape,
+                                   const CollectiveOptions& options, Run run);
   // claim_inline numbers a blocking collective and makes this thread the
   // one driving the backend, if the group is idle; release_inline ends it.
   bool claim_inline(uint64_t* sequence);
@@ -215,6 +220,10 @@ class ProcessGroup {
   // The ranks' fingerprint check (COHORT_DEBUG=detail), else null; used by
   // the driving thread only.
   std::unique_ptr<DesyncCheck> desync_;
+  // The flight recorder, and this group's place on the process's monitor
+  // (stall warnings, dumps): process_group/group_trace.h, group_monitor.h.
+  std::shared_ptr<GroupTrace> trace_;
+  std::unique_ptr<MonitorLease> monitored_;
   std::thread worker_;
 };
 

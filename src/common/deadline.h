@@ -17,9 +17,11 @@ class Deadline {
  public:
   // after returns a deadline `timeout` from now; a zero timeout means never
   // (torch's kNoTimeout).
-  static Deadline after(std::chrono::milliseconds timeout) {
+  static Deadline after(std::chrono::milliseconds timeout) { return after(timeout, Clock::now()); }
+  // after, counting from `now` (a caller that has just read the clock).
+  static Deadline after(std::chrono::milliseconds timeout, Clock::time_point now) {
     if (timeout.count() <= 0) return never();
-    return Deadline(Clock::now() + timeout);
+    return Deadline(now + timeout);
   }
   static Deadline never() { return Deadline(Clock::time_point::max()); }
   static Deadline at(Clock::time_point t) { return Deadline(t); }

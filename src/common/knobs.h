@@ -171,6 +171,23 @@ inline constexpr KnobSpec kLauncherStopTimeoutS{
     "Seconds cohortrun waits for workers to exit after SIGTERM (when one failed, or it was told to "
     "stop) before it kills them with SIGKILL (torchrun's 30)."};
 
+inline constexpr KnobSpec kTraceBufferEntries{
+    "COHORT_TRACE_BUFFER_ENTRIES", KnobType::kInt, "2000",
+    "Operations each process group keeps in its flight recorder (a ring, allocated when the group is "
+    "made), for the dumps cohort-trace reads. 0 disables the recorder."};
+
+inline constexpr KnobSpec kTraceDir{
+    "COHORT_TRACE_DIR", KnobType::kString, "",
+    "Directory where each rank writes its flight-recorder dump (rank_<global rank>.json) when an "
+    "operation fails with a timeout, NetworkError or DesyncError, and on SIGUSR1 (the handler is "
+    "installed only when this is set). Empty: no dumps."};
+
+inline constexpr KnobSpec kStallWarnS{
+    "COHORT_STALL_WARN_S", KnobType::kFloat, "60",
+    "Seconds a collective (or point-to-point operation) may be pending before a warning names it "
+    "and the ranks that have not joined it; repeated at doubling intervals until it ends. 0 "
+    "disables the stall inspector."};
+
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,
     &kDebug,
@@ -198,6 +215,9 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kShmSpinUs,
     &kShmSingleCopyBytes,
     &kLauncherStopTimeoutS,
+    &kTraceBufferEntries,
+    &kTraceDir,
+    &kStallWarnS,
 };
 
 }  // namespace knobs

@@ -1,15 +1,15 @@
-// json_text.h: the little JSON the launcher reads and writes: escaping a
-// string, and finding a string or boolean field in a document. Enough for
-// torch's error files and etcd's JSON gateway; not a general parser.
+// json_text.h: the little JSON the launcher reads: a string or boolean
+// field found in a document, without parsing the rest. Enough for torch's
+// error files and etcd's JSON gateway (whose replies may hold more than we
+// care to model). Escaping (json_quote) is in common/json.h.
 #pragma once
 
 #include <optional>
 #include <string>
 
-namespace cohort {
+#include "common/json.h"  // json_quote
 
-// json_quote returns `text` as a JSON string literal, quotes included.
-std::string json_quote(const std::string& text);
+namespace cohort {
 
 // json_string_field returns the unescaped value of the first string field
 // named `key` at or after `from` in `doc`, or nullopt when there is none.

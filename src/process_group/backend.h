@@ -15,6 +15,7 @@
 #include "cohort/types.h"
 #include "common/deadline.h"
 #include "common/status.h"
+#include "process_group/flight_recorder.h"
 #include "transport/transport.h"
 
 namespace cohort {
@@ -26,6 +27,7 @@ struct OpContext {
   Deadline deadline;
   const std::string* what;  // the Work's description, kept alive by `description`
   std::shared_ptr<const void> description;
+  TraceTicket trace = {};  // its flight-recorder entry (queued operations)
 };
 
 class Backend {

@@ -14,6 +14,8 @@
 #include "process_group/backend.h"
 #include "process_group/desync_check.h"
 #include "process_group/group_log.h"
+#include "process_group/group_monitor.h"
+#include "process_group/group_trace.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -27,7 +29,10 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vect
       name_(std::move(name)),
       timeout_(timeout),
       store_(std::move(store)),
-      done_work_(std::make_shared<Work>("a blocking collective of group " + name_ + ", complete")) {
+      done_work_(std::make_shared<Work>("a blocking collective of group " + name_ + ", complete")),
+      trace_(std::make_shared<GroupTrace>(name_, rank_, global_ranks_, backend_->name(), store_,
+                                          trace_buffer_entries())),
+      monitored_(std::make_unique<MonitorLease>(trace_)) {
   done_work_->complete(nullptr);
   desync_ = DesyncCheck::make(*backend_, rank_, size(), name_, store_);
   log_group_created(*this, *backend_, desync_.get());  // COHORT_DEBUG=info
@@ -109,7 +114,8 @@ void ProcessGroup::run_task(Work& work, const Task& task) {
   }
 }
 
-std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const CollectiveOptions& options,
+std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const OpShape& shape,
+                                            const CollectiveOptions& options,
                                             std::function<void(Work&, const OpContext&)> run,
                                             bool is_collective) {
   const auto timeout = options.timeout.count() > 0 ? options.timeout : timeout_;
@@ -130,7 +136,11 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const Collect
     text.append(is_collective ? "" : ")").append(" of group ").append(name_);
     work = std::make_shared<Work>(std::move(text));
     OpContext context{seq, deadline, &work->description(), work};
-    queue_.emplace_back(work, [work, context, run = std::move(run)] { run(*work, context); });
+    context.trace = trace_->recorder().scheduled(op, shape, seq, is_collective);
+    queue_.emplace_back(work, [this, work, context, run = std::move(run)] {
+      trace_->recorder().started(context.trace);
+      run(*work, context);
+    });
   }
   cv_.notify_one();
   backend_->wake();

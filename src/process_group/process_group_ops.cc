@@ -8,6 +8,7 @@
 #include "cohort/process_group.h"
 #include "process_group/backend.h"
 #include "process_group/desync_check.h"
+#include "process_group/group_trace.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -91,13 +92,15 @@ bool ProcessGroup::agree(const Fingerprint& mine, const OpContext& op, std::exce
 }
 
 template <class Run>
-std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const CollectiveOptions& options,
-                                               Run run) {
+std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const OpShape& shape,
+                                               const CollectiveOptions& options, Run run) {
   uint64_t sequence;
   if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
-    const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_);
+    const Clock::time_point now = Clock::now();  // one read for the deadline and the flight recorder
+    const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_, now);
     describe_into(&inline_what_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};
+    const TraceTicket ticket = trace_->recorder().began(op, shape, sequence, now);
     std::exception_ptr error = broken_;
     if (!error) {
       try {
@@ -107,6 +110,7 @@ std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const Coll
       }
       if (error) mark_broken(error, inline_what_);
     }
+    trace_->finish(ticket, error);  // while this thread still drives the group
     if (!error) {
       release_inline();
       return done_work_;
@@ -118,10 +122,11 @@ std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const Coll
     return failed;
   }
   return enqueue(
-      op, options,
+      op, shape, options,
       [this, run = std::move(run)](Work& work, const OpContext& context) {
         std::exception_ptr error;
         run(context, &error);
+        trace_->finish(context.trace, error);
         if (error) mark_broken(error, *context.what);
         work.complete(error);
       },
@@ -132,7 +137,8 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const Broadc
   const std::string op = "broadcast";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.src, "broadcast src");
-  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(buffer, o.src);
+  return collective(op, shape, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
     if (desync_ &&
         !agree(Fingerprint(CollectiveOp::kBroadcast, buffer.dtype, buffer.count).with_root(o.src), c, e))
       return;
@@ -144,7 +150,8 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllRe
   const std::string op = "all_reduce";
   check_buffer(op, buffer, "buffer", *backend_);
   check_reduce(op, buffer, o.op);
-  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(buffer);
+  return collective(op, shape, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
     if (desync_ &&
         !agree(Fingerprint(CollectiveOp::kAllReduce, buffer.dtype, buffer.count).with_reduce_op(o.op), c, e))
       return;
@@ -157,7 +164,8 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOpt
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.dst, "reduce dst");
   check_reduce(op, buffer, o.op);
-  return collective(op, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(buffer, o.dst);
+  return collective(op, shape, o, [this, buffer, o](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kReduce, buffer.dtype, buffer.count)
                               .with_root(o.dst)
                               .with_reduce_op(o.op),
@@ -179,7 +187,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
                 std::to_string(outputs[rank_].count) + " elements but the input has " +
                 std::to_string(input.count));
   }
-  return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, input);
+  return collective(op, shape, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
     if (desync_ &&
         !agree(Fingerprint(CollectiveOp::kAllGather, input.dtype, input.count).with_per_rank(outputs), c, e))
       return;
@@ -200,7 +209,8 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
   std::vector<Buffer> outputs;
   for (int q = 0; q < size(); ++q)
     outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
-  return collective(op, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, input);
+  return collective(op, shape, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kAllGatherIntoTensor, input.dtype, input.count), c, e))
       return;
     fail_on(backend_->all_gather(outputs, input, c), e);
@@ -223,7 +233,8 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
   } else if (!outputs.empty()) {
     bad(op, "outputs must be empty on ranks other than dst " + std::to_string(o.dst) + " (torch's rule)");
   }
-  return collective(op, o, [this, outputs, input, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, input, o.dst);
+  return collective(op, shape, o, [this, outputs, input, o](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kGather, input.dtype, input.count)
                               .with_root(o.dst)
                               .with_per_rank(outputs),
@@ -249,7 +260,8 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
   } else if (!inputs.empty()) {
     bad(op, "inputs must be empty on ranks other than src " + std::to_string(o.src) + " (torch's rule)");
   }
-  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(output, inputs, o.src);
+  return collective(op, shape, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kScatter, output.dtype, output.count)
                               .with_root(o.src)
                               .with_per_rank(inputs),
@@ -271,7 +283,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
     bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
                 " elements but the output has " + std::to_string(output.count));
   }
-  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(output, inputs);
+  return collective(op, shape, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kReduceScatter, output.dtype, output.count)
                               .with_per_rank(inputs)
                               .with_reduce_op(o.op),
@@ -295,7 +308,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
   std::vector<Buffer> inputs;
   for (int q = 0; q < size(); ++q)
     inputs.push_back(slice(input, static_cast<size_t>(q) * output.count, output.count));
-  return collective(op, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(output, inputs);
+  return collective(op, shape, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
     if (desync_ &&
         !agree(
             Fingerprint(CollectiveOp::kReduceScatterTensor, output.dtype, output.count).with_reduce_op(o.op),
@@ -318,7 +332,8 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& output
     bad(op, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
                 "] (what this rank sends itself) differ in length");
   }
-  return collective(op, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, inputs);
+  return collective(op, shape, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kAllToAll, inputs[0].dtype, elements_in(inputs))
                               .with_received(elements_in(outputs)),
                           c, e))
@@ -370,7 +385,8 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     out_off += out_sizes[q];
     in_off += in_sizes[q];
   }
-  return collective(op, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+  const OpShape shape = shape_of(outputs, inputs);
+  return collective(op, shape, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kAllToAllSingle, inputs[0].dtype, elements_in(inputs))
                               .with_received(elements_in(outputs)),
                           c, e))
@@ -380,7 +396,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
-  return collective("barrier", o, [this](const OpContext& c, std::exception_ptr* e) {
+  return collective("barrier", OpShape{}, o, [this](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kBarrier), c, e)) return;
     fail_on(backend_->barrier(c), e);
   });
@@ -435,11 +451,12 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
   check_rank(dst, "send dst");
   if (dst == rank_) bad(op, "dst is this rank (" + std::to_string(dst) + "); a rank cannot send to itself");
   return enqueue(
-      op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), o,
+      op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), p2p_shape(buffer, dst, o.tag), o,
       [this, buffer, dst, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
-        backend_->post_send(buffer, dst, o.tag, c, [this, keep](const Status& st, int) {
+        backend_->post_send(buffer, dst, o.tag, c, [this, keep, t = c.trace](const Status& st, int) {
           std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+          trace_->finish(t, error);
           if (error) mark_broken(error, keep->description());
           keep->complete(error);
         });
@@ -457,11 +474,12 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
   }
   const std::string from = src == kAnySourceRank ? "any rank" : std::to_string(src);
   return enqueue(
-      op + " from " + from + " tag " + std::to_string(o.tag), o,
+      op + " from " + from + " tag " + std::to_string(o.tag), p2p_shape(buffer, src, o.tag), o,
       [this, buffer, src, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
-        backend_->post_recv(buffer, src, o.tag, c, [this, keep](const Status& st, int source) {
+        backend_->post_recv(buffer, src, o.tag, c, [this, keep, t = c.trace](const Status& st, int source) {
           std::exception_ptr error = st.ok() ? nullptr : status_exception(st);
+          trace_->finish(t, error);
           if (error) mark_broken(error, keep->description());
           keep->complete(error, source);
         });

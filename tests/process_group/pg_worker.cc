@@ -24,6 +24,12 @@
 //              test kills rank 0, which hosts the store: StoreError
 //   desync     rank 1 calls broadcast where the others call all_reduce; run
 //              with COHORT_DEBUG=detail, every rank must get DesyncError
+//   late       four all_reduces of 4 MiB, then rank VICTIM says "idle" and
+//              waits to be killed instead of calling the fifth; the others'
+//              fifth fails after 3 s (with COHORT_TRACE_DIR they dump)
+//   stall      rank VICTIM sleeps 3 s before the second all_reduce; the
+//              others wait for it (with a short COHORT_STALL_WARN_S they
+//              warn meanwhile) and it completes
 // "ready" lines say a rank finished its first operation.
 // Prints "rank R ok: ..." and exits 0 when the rank saw what it should.
 #include <signal.h>
@@ -58,6 +64,29 @@ void say_ready(int rank) {
 void caught(int rank, const char* what, const Error& e, long long at) {
   std::printf("rank %d ok: %s at %lld: %s\n", rank, what, at, e.what());
   std::fflush(stdout);
+}
+
+// late_rank runs modes late and stall (see above).
+int late_rank(const std::string& mode, int rank, int victim) {
+  std::vector<float> v(mode == "late" ? 1 << 20 : 1, 1.0f);
+  const int before = mode == "late" ? 4 : 1;
+  for (int i = 0; i < before; ++i) all_reduce(Buffer::of(v));
+  if (rank == victim && mode == "late") {
+    std::printf("rank %d idle\n", rank);
+    std::fflush(stdout);
+    for (;;) pause();  // a signal's handler may wake it; it waits on
+  }
+  if (rank == victim) sleep(3);
+  AllReduceOptions options;
+  if (mode == "late") options.timeout = std::chrono::seconds(3);
+  try {
+    all_reduce(Buffer::of(v), options);
+  } catch (const Error& e) {
+    std::printf("rank %d ok: %s\n", rank, e.what());
+    return mode == "late" ? 0 : 1;
+  }
+  std::printf("rank %d %s: all_reduce #%d completed\n", rank, mode == "stall" ? "ok" : "wrong", before + 1);
+  return mode == "stall" ? 0 : 1;
 }
 
 }  // namespace
@@ -188,6 +217,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: the mismatched collective ran\n", rank);
       return 1;
     }
+    if (mode == "late" || mode == "stall") return late_rank(mode, rank, victim);
     if (rank == victim) {
       if (mode == "die") _exit(7);
       raise(SIGSTOP);  // silent: alive but never answers

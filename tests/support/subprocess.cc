@@ -14,12 +14,14 @@ extern char** environ;
 
 namespace cohort::testing {
 
-Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+Subprocess::Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                       bool merge_stderr) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  if (merge_stderr) posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
   for (const auto& e : extra_env) env_strings.push_back(e);

@@ -14,7 +14,10 @@ namespace cohort::testing {
 class Subprocess {
  public:
   // Starts `argv` with `extra_env` ("NAME=value") added to this environment.
-  explicit Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
+  // With `merge_stderr` the child's stderr goes to the same pipe as its
+  // stdout (for tests that read its log lines).
+  explicit Subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+                      bool merge_stderr = false);
   ~Subprocess();  // kills (SIGKILL) and reaps a child still running
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;

@@ -1,0 +1,50 @@
+// trace_bench: what the flight recorder adds to an operation that runs on
+// the caller's thread (Google Benchmark, CPU time, so that other processes
+// on a busy machine do not count):
+//   build/bench/trace_bench
+// BM_recorder: one collective's recording alone (began + finish: a lock
+// each, one clock read), with the default ring and without one. BM_all_reduce_world_one: a whole
+// blocking all_reduce of one float on a group of one rank (the caller's
+// thread path without any peer to wait for), with the ring and without.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+
+#include "cohort/config.h"
+#include "cohort/distributed.h"
+#include "cohort/hash_store.h"
+#include "process_group/group_trace.h"
+
+namespace {
+
+using namespace cohort;
+
+void BM_recorder(benchmark::State& state) {
+  GroupTrace trace("bench", 0, {0, 1}, "cohort", nullptr, static_cast<size_t>(state.range(0)));
+  float x = 1;
+  const OpShape shape = shape_of(Buffer::of(&x, 1));
+  const std::string op = "all_reduce";
+  uint64_t sequence = 0;
+  // The caller's thread reads the clock for the deadline anyway and hands
+  // the recorder that reading: it is not counted here.
+  const auto now = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    TraceTicket t = trace.recorder().began(op, shape, ++sequence, now);
+    trace.finish(t, nullptr);
+  }
+}
+BENCHMARK(BM_recorder)->Arg(2000)->Arg(0)->ArgName("ring");
+
+void BM_all_reduce_world_one(benchmark::State& state) {
+  set_config("COHORT_TRACE_BUFFER_ENTRIES", std::to_string(state.range(0)));
+  auto group =
+      make_group(std::make_shared<HashStore>(), 0, 1, std::chrono::seconds(60), "bench", "", "cohort");
+  float x = 1;
+  for (auto _ : state) group->all_reduce(Buffer::of(&x, 1));
+  reset_config("COHORT_TRACE_BUFFER_ENTRIES");
+}
+BENCHMARK(BM_all_reduce_world_one)->Arg(2000)->Arg(0)->ArgName("ring");
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,185 @@
+#include "process_group/flight_recorder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace cohort {
+namespace {
+
+uint64_t total(const std::vector<Buffer>& list) {
+  uint64_t n = 0;
+  for (const Buffer& b : list) n += b.count;
+  return n;
+}
+
+OpShape make_shape(uint64_t in, uint64_t out, DType dtype, int peer) {
+  OpShape s;
+  s.input_count = in;
+  s.output_count = out;
+  s.dtype = dtype;
+  s.has_dtype = true;
+  s.peer = peer;
+  return s;
+}
+
+}  // namespace
+
+const char* op_state_name(OpState state) {
+  switch (state) {
+    case OpState::kScheduled:
+      return "scheduled";
+    case OpState::kStarted:
+      return "started";
+    case OpState::kCompleted:
+      return "completed";
+    case OpState::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+OpShape shape_of(const Buffer& buffer, int root) {
+  return make_shape(buffer.count, buffer.count, buffer.dtype, root);
+}
+
+OpShape shape_of(const std::vector<Buffer>& outputs, const Buffer& input, int root) {
+  return make_shape(input.count, total(outputs), input.dtype, root);
+}
+
+OpShape shape_of(const Buffer& output, const std::vector<Buffer>& inputs, int root) {
+  return make_shape(total(inputs), output.count, output.dtype, root);
+}
+
+OpShape shape_of(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs) {
+  const DType dtype = !inputs.empty() ? inputs[0].dtype : DType::kFloat32;
+  OpShape s = make_shape(total(inputs), total(outputs), dtype, -1);
+  s.has_dtype = !inputs.empty();
+  return s;
+}
+
+OpShape p2p_shape(const Buffer& buffer, int peer, int tag) {
+  OpShape s = make_shape(buffer.count, buffer.count, buffer.dtype, peer);
+  s.tag = tag;
+  return s;
+}
+
+int64_t trace_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+FlightRecorder::FlightRecorder(size_t capacity) : slots_(capacity) {}
+
+void FlightRecorder::raise_to(std::atomic<uint64_t>& counter, uint64_t value) {
+  // One writer at a time (see the members): no read-modify-write needed.
+  if (counter.load(std::memory_order_relaxed) < value) counter.store(value, std::memory_order_relaxed);
+}
+
+TraceTicket FlightRecorder::record(const std::string& op, const OpShape& shape, uint64_t sequence,
+                                   bool collective, OpState state, int64_t now) {
+  raise_to(counters(collective).enqueued, sequence);
+  if (slots_.empty()) return TraceTicket{0, sequence, collective};
+  const uint64_t id = next_id_++;
+  TraceEntry& e = slots_[id % slots_.size()];
+  e.id = id;
+  e.sequence = sequence;
+  e.collective = collective;
+  e.state = state;
+  // The name is the description's first word: "send" of "send to 3 tag 0".
+  const size_t n = std::min(std::min(op.find(' '), op.size()), sizeof e.op - 1);
+  std::memcpy(e.op, op.data(), n);
+  e.op[n] = '\0';
+  e.shape = shape;
+  e.enqueued_ns = now;
+  e.started_ns = state == OpState::kStarted ? now : 0;
+  e.ended_ns = 0;
+  e.error.clear();  // keeps its capacity: no allocation
+  return TraceTicket{id, sequence, collective};
+}
+
+TraceTicket FlightRecorder::scheduled(const std::string& op, const OpShape& shape, uint64_t sequence,
+                                      bool collective) {
+  const int64_t now = trace_clock_ns();
+  std::lock_guard<std::mutex> lock(mu_);
+  return record(op, shape, sequence, collective, OpState::kScheduled, now);
+}
+
+TraceTicket FlightRecorder::began(const std::string& op, const OpShape& shape, uint64_t sequence,
+                                  std::chrono::steady_clock::time_point at) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+  running_since_ns_.store(now, std::memory_order_relaxed);
+  raise_to(collectives_.started, sequence);
+  std::lock_guard<std::mutex> lock(mu_);
+  return record(op, shape, sequence, true, OpState::kStarted, now);
+}
+
+TraceEntry* FlightRecorder::slot_of(const TraceTicket& ticket) {
+  if (ticket.id == 0) return nullptr;
+  TraceEntry& e = slots_[ticket.id % slots_.size()];
+  return e.id == ticket.id ? &e : nullptr;
+}
+
+void FlightRecorder::started(const TraceTicket& ticket) {
+  const int64_t now = trace_clock_ns();
+  if (ticket.collective) running_since_ns_.store(now, std::memory_order_relaxed);
+  raise_to(counters(ticket.collective).started, ticket.sequence);
+  if (ticket.id == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (TraceEntry* e = slot_of(ticket)) {
+    e->state = OpState::kStarted;
+    e->started_ns = now;
+  }
+}
+
+void FlightRecorder::finished(const TraceTicket& ticket, const std::string* error) {
+  Counters& c = counters(ticket.collective);
+  raise_to(error ? c.failed : c.completed, ticket.sequence);
+  // Release: a reader that sees this count also sees the counters above.
+  c.finished.store(c.finished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  if (ticket.id == 0) return;
+  const int64_t now = trace_clock_ns();  // only the ring keeps it
+  std::lock_guard<std::mutex> lock(mu_);
+  if (TraceEntry* e = slot_of(ticket)) {
+    e->state = error ? OpState::kFailed : OpState::kCompleted;
+    e->ended_ns = now;
+    if (e->started_ns == 0) e->started_ns = now;  // failed before it could start
+    if (error) e->error = *error;
+  }
+}
+
+Progress FlightRecorder::progress(bool collective) const {
+  const Counters& c = collective ? collectives_ : p2p_;
+  Progress p;
+  // finished first: a reader then never sees more finished than started.
+  p.finished = c.finished.load(std::memory_order_acquire);
+  p.completed = c.completed.load(std::memory_order_relaxed);
+  p.failed = c.failed.load(std::memory_order_relaxed);
+  p.started = c.started.load(std::memory_order_relaxed);
+  p.enqueued = c.enqueued.load(std::memory_order_relaxed);
+  return p;
+}
+
+std::vector<TraceEntry> FlightRecorder::snapshot() const {
+  std::vector<TraceEntry> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.reserve(slots_.size());
+    for (const TraceEntry& e : slots_) {
+      if (e.id != 0) out.push_back(e);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const TraceEntry& a, const TraceEntry& b) { return a.id < b.id; });
+  return out;
+}
+
+std::optional<TraceEntry> FlightRecorder::find(uint64_t sequence, bool collective) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const TraceEntry& e : slots_) {
+    if (e.id != 0 && e.sequence == sequence && e.collective == collective) return e;
+  }
+  return std::nullopt;
+}
+
+}  // namespace cohort

@@ -1,0 +1,145 @@
+// flight_recorder.h: the last N operations of one group, kept for the dumps
+// that tell why a job hangs or failed (docs/flight_recorder.md).
+//
+// Each operation a ProcessGroup numbers gets an entry when it is scheduled;
+// the entry then moves to started, and to completed or failed. Entries live
+// in a ring allocated once (COHORT_TRACE_BUFFER_ENTRIES of them; 0 keeps
+// none) with fixed-size fields, so that recording a small collective that
+// runs on the caller's thread allocates nothing and costs one uncontended
+// lock per state change and two clock reads. A failure's text is the one
+// field that allocates, on the failure path only.
+//
+// The progress counters (last number enqueued, started, completed) are kept
+// even without a ring, in atomics: the stall inspector and the dumps read
+// them from other threads without the lock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cohort/types.h"
+
+namespace cohort {
+
+enum class OpState : uint8_t { kScheduled, kStarted, kCompleted, kFailed };
+
+// op_state_name returns "scheduled", "started", "completed" or "failed".
+const char* op_state_name(OpState state);
+
+// OpShape is what the recorder keeps of an operation's arguments.
+struct OpShape {
+  uint64_t input_count = 0;   // elements, all inputs together
+  uint64_t output_count = 0;  // elements, all outputs together
+  DType dtype = DType::kFloat32;
+  bool has_dtype = false;  // a barrier moves no elements
+  // send/recv: the other group rank (-1: any source); rooted collectives:
+  // the root; -1 otherwise.
+  int peer = -1;
+  int tag = 0;  // send/recv
+};
+
+// The shapes of the calls: one buffer (all_reduce, broadcast, reduce), a
+// list out and one in (all_gather, gather), one out and a list in (scatter,
+// reduce_scatter), lists both ways (all_to_all), and send/recv.
+OpShape shape_of(const Buffer& buffer, int root = -1);
+OpShape shape_of(const std::vector<Buffer>& outputs, const Buffer& input, int root = -1);
+OpShape shape_of(const Buffer& output, const std::vector<Buffer>& inputs, int root = -1);
+OpShape shape_of(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs);
+OpShape p2p_shape(const Buffer& buffer, int peer, int tag);
+
+// TraceTicket names one recorded operation to the calls that follow it.
+struct TraceTicket {
+  uint64_t id = 0;  // position in the ring's history; 0: not in the ring
+  uint64_t sequence = 0;
+  bool collective = true;
+};
+
+// TraceEntry is one operation as recorded. Times are on the steady clock
+// (ns); 0 means "not yet".
+struct TraceEntry {
+  uint64_t id = 0;  // 1, 2, ... in the order the recorder saw them; 0: unused slot
+  uint64_t sequence = 0;
+  bool collective = true;
+  OpState state = OpState::kScheduled;
+  char op[24] = {};  // "all_reduce", "send"; cut to fit
+  OpShape shape;
+  int64_t enqueued_ns = 0;
+  int64_t started_ns = 0;
+  int64_t ended_ns = 0;
+  std::string error;  // why it failed
+};
+
+// Progress is one kind's counters (collectives, or point-to-point).
+struct Progress {
+  uint64_t enqueued = 0;   // the last number given out
+  uint64_t started = 0;    // the last number started
+  uint64_t completed = 0;  // the highest number that completed without error
+  uint64_t failed = 0;     // the highest number that failed; 0: none
+  uint64_t finished = 0;   // how many completed or failed
+};
+
+// trace_clock_ns reads the steady clock the recorder's times are on.
+int64_t trace_clock_ns();
+
+class FlightRecorder {
+ public:
+  explicit FlightRecorder(size_t capacity);
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  size_t capacity() const { return slots_.size(); }
+
+  // scheduled records an operation that was given `sequence` and queued;
+  // its name is the first word of `op` ("send" of "send to 3 tag 0").
+  TraceTicket scheduled(const std::string& op, const OpShape& shape, uint64_t sequence, bool collective);
+  // began records a collective that starts at once (on the caller's
+  // thread), at `now` (the caller has just read the clock).
+  TraceTicket began(const std::string& op, const OpShape& shape, uint64_t sequence,
+                    std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // started and finished are called by the thread driving the operation;
+  // `error` is null on success.
+  void started(const TraceTicket& ticket);
+  void finished(const TraceTicket& ticket, const std::string* error);
+
+  Progress progress(bool collective) const;
+  // running_since_ns is when the last started collective started.
+  int64_t running_since_ns() const { return running_since_ns_.load(std::memory_order_relaxed); }
+
+  // snapshot copies the ring, oldest first (entries still in use only).
+  std::vector<TraceEntry> snapshot() const;
+  // find returns the entry of an operation while the ring still holds it.
+  std::optional<TraceEntry> find(uint64_t sequence, bool collective) const;
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> enqueued{0};
+    std::atomic<uint64_t> started{0};
+    std::atomic<uint64_t> completed{0};
+    std::atomic<uint64_t> failed{0};
+    std::atomic<uint64_t> finished{0};
+  };
+  // record fills the next slot; mu_ held.
+  TraceTicket record(const std::string& op, const OpShape& shape, uint64_t sequence, bool collective,
+                     OpState state, int64_t now);
+  // slot_of returns the slot of `ticket` while it still holds that entry
+  // (a long-pending operation may be overwritten by newer ones); mu_ held.
+  TraceEntry* slot_of(const TraceTicket& ticket);
+  Counters& counters(bool collective) { return collective ? collectives_ : p2p_; }
+  static void raise_to(std::atomic<uint64_t>& counter, uint64_t value);
+
+  mutable std::mutex mu_;
+  std::vector<TraceEntry> slots_;  // guarded by mu_
+  uint64_t next_id_ = 1;           // guarded by mu_
+  // Written by one thread at a time (the one driving the group, or the
+  // caller under mu_); read by anyone.
+  Counters collectives_;
+  Counters p2p_;
+  std::atomic<int64_t> running_since_ns_{0};
+};
+
+}  // namespace cohort
