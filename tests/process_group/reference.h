@@ -110,10 +110,13 @@ struct TypedBuffer {
 };
 
 // stored returns what `v` becomes once stored in `dtype` (wrapping, rounding).
+// It runs once per checked element, so it keeps the element on the stack:
+// a heap buffer per element made the matrix's checks spend most of their
+// time in malloc, several times over under AddressSanitizer.
 inline double stored(DType dtype, double v) {
-  TypedBuffer b(dtype, 1);
-  b.set(0, v);
-  return b.at(0);
+  alignas(8) unsigned char element[8];
+  set_value(dtype, element, 0, v);
+  return get_value(dtype, element, 0);
 }
 
 // close_enough compares a result with its reference: exact for integers,
