@@ -3,6 +3,11 @@
 
 COHORT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
+# Parallel jobs for builds and for ctest: every core unless the caller says
+# otherwise (on a machine shared with other builds, COHORT_JOBS=1).
+COHORT_JOBS="${COHORT_JOBS:-$(nproc)}"
+COHORT_TEST_JOBS="${COHORT_TEST_JOBS:-$(nproc)}"
+
 # The Debian packages a build with every feature needs.
 COHORT_PACKAGES=(
   cmake ninja-build g++ pkg-config
@@ -47,5 +52,20 @@ build_cohort() {
     }
     grep "^-- cohort:" "$dir.configure.log" || true
   fi
-  cmake --build "$dir" -j "$(nproc)"
+  cmake --build "$dir" -j "$COHORT_JOBS"
+}
+
+# count_ctest_log LOG sets ctest_total, ctest_failed and ctest_skipped from
+# ctest's output in LOG; a log without ctest's summary counts as one failure.
+count_ctest_log() {
+  local summary
+  summary="$(grep -E '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$1" | tail -1)"
+  if [ -z "$summary" ]; then
+    echo "ctest printed no summary"
+    ctest_total=1 ctest_failed=1 ctest_skipped=0
+    return
+  fi
+  ctest_total="$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$summary")"
+  ctest_failed="$(sed -E 's/.* ([0-9]+) tests failed.*/\1/' <<<"$summary")"
+  ctest_skipped="$(grep -c '(Skipped)' "$1" || true)"
 }

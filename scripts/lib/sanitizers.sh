@@ -1,0 +1,103 @@
+# Shared by scripts/test and scripts/sanitizers: the core test suite (ctest
+# label "core") built with AddressSanitizer + UndefinedBehaviorSanitizer
+# into build-asan/, and with ThreadSanitizer into build-tsan/. Source it
+# after common.sh; docs/sanitizers.md says what the trees cover and why.
+
+# COHORT_SANITIZER_TREES: the trees, each "name:COHORT_SANITIZE value".
+COHORT_SANITIZER_TREES=(asan:address,undefined tsan:thread)
+
+# build_sanitizer_tree NAME configures (once) and builds build-NAME/: the
+# library, the tools and the core test programs, without libtorch, MPI
+# and NCCL, with warnings as errors.
+build_sanitizer_tree() {
+  local name="$1" sanitize="" tree
+  for tree in "${COHORT_SANITIZER_TREES[@]}"; do
+    [ "${tree%%:*}" = "$name" ] && sanitize="${tree#*:}"
+  done
+  [ -n "$sanitize" ] || { echo "cohort: no sanitizer tree '$name' (asan or tsan)" >&2; return 1; }
+  local dir="$COHORT_ROOT/build-$name"
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S "$COHORT_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZE="$sanitize" \
+      -DCOHORT_WARNINGS_AS_ERRORS=ON -DCOHORT_WITH_TORCH=OFF -DCOHORT_WITH_MPI=OFF -DCOHORT_WITH_NCCL=OFF \
+      -DCOHORT_BUILD_BENCH=OFF >"$dir.configure.log" 2>&1 || {
+      cat "$dir.configure.log" >&2
+      return 1
+    }
+  fi
+  cmake --build "$dir" --target core_tests -j "$COHORT_JOBS"
+}
+
+# run_sanitizer_tree NAME runs the core suite in build-NAME/ and adds its
+# counts to san_total, san_failed and san_skipped.
+# Every process of the run (the test programs and what they start) writes
+# its sanitizer reports to build-NAME/reports/ instead of stderr: a child
+# whose exit status its test does not look at still fails the run. That
+# check counts as one more test of the tree.
+run_sanitizer_tree() {
+  local name="$1"
+  local dir="$COHORT_ROOT/build-$name"
+  local reports="$dir/reports"
+  rm -rf "$reports"
+  mkdir -p "$reports"
+  # Stop at the first finding; ASan also checks for leaks at exit, stack
+  # use after return and initialisation order; TSan prints both stacks of
+  # a lock-order inversion (its suppressions: libstdc++'s, each explained
+  # in the file). The caller's own options come last and win.
+  local asan="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1"
+  asan+=":check_initialization_order=1:strict_init_order=1:log_path=$reports/asan"
+  local ubsan="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
+  local tsan="halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan"
+  tsan+=":suppressions=$COHORT_ROOT/tests/tsan_suppressions.txt"
+  # Under TSan the dtype x op x size product of the matrix is left out at 5
+  # and 8 ranks (two thirds of the run): the threads' interleavings do not
+  # depend on the dtype or the op, the product runs at 1 to 4 ranks, and
+  # every other check of the matrix runs at 5 and 8 ranks.
+  local exclude=()
+  # Also left out under TSan: DesyncTest's pass over the whole matrix (the
+  # fingerprint exchange's threads are the same in its smaller tests).
+  [ "$name" = tsan ] && exclude=(-E 'EveryDtypeOpAndSize.*_P[58]_|EveryCollectiveOfTheMatrixPassesTheCheck')
+  echo "cohort: the core suite under $name (build-$name/)"
+  # The kill test's 64 MiB runs: 3 per transport here (20 and 5 in build/).
+  (cd "$dir" && COHORT_KILL_REPEATS="${COHORT_KILL_REPEATS:-3}" ASAN_OPTIONS="$asan:${ASAN_OPTIONS:-}" UBSAN_OPTIONS="$ubsan:${UBSAN_OPTIONS:-}" \
+    TSAN_OPTIONS="$tsan:${TSAN_OPTIONS:-}" ctest -L core "${exclude[@]}" --output-on-failure \
+    -j "$COHORT_TEST_JOBS" --timeout 300) 2>&1 | tee "$dir/ctest.log"
+  count_ctest_log "$dir/ctest.log"
+  san_total=$((san_total + ctest_total + 1))
+  san_failed=$((san_failed + ctest_failed))
+  san_skipped=$((san_skipped + ctest_skipped))
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "cohort: $name reports (build-$name/reports/):"
+    local f
+    for f in "$reports"/*; do
+      echo "--- $f"
+      head -80 "$f"
+    done
+    san_failed=$((san_failed + 1))
+  else
+    echo "cohort: $name: no sanitizer report from any process"
+  fi
+}
+
+# run_sanitizers [NAME...] builds and runs the trees named (every tree
+# without arguments) and sets san_total, san_failed and san_skipped; a tree
+# that does not build counts as one failed test. It prints how long each
+# build and run took.
+run_sanitizers() {
+  san_total=0 san_failed=0 san_skipped=0
+  local names=("$@") tree name start
+  if [ ${#names[@]} -eq 0 ]; then
+    for tree in "${COHORT_SANITIZER_TREES[@]}"; do names+=("${tree%%:*}"); done
+  fi
+  for name in "${names[@]}"; do
+    start=$SECONDS
+    if ! build_sanitizer_tree "$name"; then
+      echo "cohort: the $name tree did not build"
+      san_total=$((san_total + 1)) san_failed=$((san_failed + 1))
+      continue
+    fi
+    echo "cohort: $name: built in $((SECONDS - start)) s"
+    start=$SECONDS
+    run_sanitizer_tree "$name"
+    echo "cohort: $name: ran in $((SECONDS - start)) s"
+  done
+}
