@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # compare_mpi.sh: the cost of cohort's MPI layer. Side by side, in one run:
 # cohort's native backend (shared memory); cohort's mpi backend as
-# configured by default (blocking MPI calls on the group's worker thread),
-# with COHORT_MPI_THREAD=caller (on the caller's thread when the group is
-# idle) and with COHORT_MPI_WAIT=poll (non-blocking MPI calls polled
-# against the deadline); and raw Open MPI (bench/mpi_bench). Same sizes, ranks and iterations; each repeated REPS
+# configured by default (blocking MPI calls, on the caller's thread when the
+# group is idle), with COHORT_MPI_THREAD=worker (every call handed to the
+# group's worker thread) and with COHORT_MPI_WAIT=poll (non-blocking MPI
+# calls polled against the deadline); and raw Open MPI (bench/mpi_bench). Same sizes, ranks and iterations; each repeated REPS
 # times, alternating, so that all see the same machine load. Prints a
 # markdown table of median times and writes it to OUT_DIR/compare_mpi.md.
 #
@@ -34,9 +34,9 @@ for ((rep = 0; rep < REPS; rep++)); do
         declare -n args="$sweep"
         build/tools/cohort-bench "$c" "${args[@]}" --spawn "$p" >"$raw/native.$c.$p.$sweep.$rep"
         mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
+          >"$raw/mpi_default.$c.$p.$sweep.$rep"
+        COHORT_MPI_THREAD=worker mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
           >"$raw/mpi_worker.$c.$p.$sweep.$rep"
-        COHORT_MPI_THREAD=caller mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
-          >"$raw/mpi_caller.$c.$p.$sweep.$rep"
         COHORT_MPI_WAIT=poll mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
           >"$raw/mpi_poll.$c.$p.$sweep.$rep"
         mpirun_np "$p" build/bench/mpi_bench "$c" "${args[@]}" >"$raw/raw.$c.$p.$sweep.$rep"
@@ -62,10 +62,10 @@ def load(impl, coll, p):
 lines = [f"# cohort's mpi backend vs raw Open MPI, one host, time (us), median of {reps} runs", ""]
 for coll in colls:
     for p in ranks:
-        n, w, c, q, r = (load(i, coll, p) for i in ("native", "mpi_worker", "mpi_caller", "mpi_poll", "raw"))
+        n, w, c, q, r = (load(i, coll, p) for i in ("native", "mpi_default", "mpi_worker", "mpi_poll", "raw"))
         lines += [f"## {coll}, {p} ranks", "",
-                  "| size (B) | cohort native | cohort mpi (default) | cohort mpi (caller) | cohort mpi (poll) "
-                  "| raw Open MPI | default / raw | caller / raw | poll / raw |",
+                  "| size (B) | cohort native | cohort mpi (default) | cohort mpi (worker) | cohort mpi (poll) "
+                  "| raw Open MPI | default / raw | worker / raw | poll / raw |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for s in sorted(r):
             f = lambda d: f"{d[s]:.2f}" if s in d else "-"
@@ -73,7 +73,8 @@ for coll in colls:
             lines.append(f"| {s} | {f(n)} | {f(w)} | {f(c)} | {f(q)} | {f(r)} | {ratio(w)} | {ratio(c)} "
                          f"| {ratio(q)} |")
         lines.append("")
-lines.append("default: blocking MPI calls on the group's worker thread; caller: COHORT_MPI_THREAD=caller; "
+lines.append("default: blocking MPI calls, on the caller's thread when the group is idle; "
+             "worker: COHORT_MPI_THREAD=worker (every call on the group's worker thread); "
              "poll: COHORT_MPI_WAIT=poll. x / raw: that time over raw MPI's (1.00 = no overhead).")
 open(f"{out}/compare_mpi.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

@@ -118,11 +118,12 @@ inline constexpr KnobSpec kDefaultTimeoutS{
     "is given none."};
 
 inline constexpr KnobSpec kMpiThread{
-    "COHORT_MPI_THREAD", KnobType::kChoice, "worker",
-    "Which thread makes the mpi backend's MPI calls: worker (every call on the group's worker "
-    "thread, one thread per group, as torch's ProcessGroupMPI) or caller (a blocking collective "
-    "that finds the group idle runs on the calling thread, as with the native backend; calls "
-    "within a group never overlap). caller saves two thread wake-ups per small collective.",
+    "COHORT_MPI_THREAD", KnobType::kChoice, "caller",
+    "Which thread makes the mpi backend's MPI calls: caller (a blocking collective that finds "
+    "the group idle runs on the calling thread, the native backend's rule; async or queued ones "
+    "on the group's worker; calls within a group never overlap) or worker (every call on the "
+    "group's worker thread, as torch's ProcessGroupMPI). worker costs two thread wake-ups, "
+    "~5 us, per blocking collective.",
     "worker|caller"};
 
 inline constexpr KnobSpec kMpiWait{
