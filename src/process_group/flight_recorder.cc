@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 
 namespace cohort {
 namespace {
@@ -102,7 +103,7 @@ TraceTicket FlightRecorder::record(const std::string& op, const OpShape& shape, 
 TraceTicket FlightRecorder::scheduled(const std::string& op, const OpShape& shape, uint64_t sequence,
                                       bool collective) {
   const int64_t now = trace_clock_ns();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return record(op, shape, sequence, collective, OpState::kScheduled, now);
 }
 
@@ -111,7 +112,7 @@ TraceTicket FlightRecorder::began(const std::string& op, const OpShape& shape, u
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
   running_since_ns_.store(now, std::memory_order_relaxed);
   raise_to(collectives_.started, sequence);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return record(op, shape, sequence, true, OpState::kStarted, now);
 }
 
@@ -126,7 +127,7 @@ void FlightRecorder::started(const TraceTicket& ticket) {
   if (ticket.collective) running_since_ns_.store(now, std::memory_order_relaxed);
   raise_to(counters(ticket.collective).started, ticket.sequence);
   if (ticket.id == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (TraceEntry* e = slot_of(ticket)) {
     e->state = OpState::kStarted;
     e->started_ns = now;
@@ -140,7 +141,7 @@ void FlightRecorder::finished(const TraceTicket& ticket, const std::string* erro
   c.finished.store(c.finished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (ticket.id == 0) return;
   const int64_t now = trace_clock_ns();  // only the ring keeps it
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (TraceEntry* e = slot_of(ticket)) {
     e->state = error ? OpState::kFailed : OpState::kCompleted;
     e->ended_ns = now;
@@ -164,7 +165,7 @@ Progress FlightRecorder::progress(bool collective) const {
 std::vector<TraceEntry> FlightRecorder::snapshot() const {
   std::vector<TraceEntry> out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     out.reserve(slots_.size());
     for (const TraceEntry& e : slots_) {
       if (e.id != 0) out.push_back(e);
@@ -175,7 +176,7 @@ std::vector<TraceEntry> FlightRecorder::snapshot() const {
 }
 
 std::optional<TraceEntry> FlightRecorder::find(uint64_t sequence, bool collective) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   for (const TraceEntry& e : slots_) {
     if (e.id != 0 && e.sequence == sequence && e.collective == collective) return e;
   }

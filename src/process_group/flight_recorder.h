@@ -6,7 +6,7 @@
 // in a ring allocated once (COHORT_TRACE_BUFFER_ENTRIES of them; 0 keeps
 // none) with fixed-size fields, so that recording a small collective that
 // runs on the caller's thread allocates nothing and costs one uncontended
-// lock per state change and two clock reads. A failure's text is the one
+// spin lock (common/spin_lock.h) per state change and two clock reads. A failure's text is the one
 // field that allocates, on the failure path only.
 //
 // The progress counters (last number enqueued, started, completed) are kept
@@ -17,12 +17,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cohort/types.h"
+#include "common/spin_lock.h"
 
 namespace cohort {
 
@@ -132,7 +132,7 @@ class FlightRecorder {
   Counters& counters(bool collective) { return collective ? collectives_ : p2p_; }
   static void raise_to(std::atomic<uint64_t>& counter, uint64_t value);
 
-  mutable std::mutex mu_;
+  mutable SpinLock mu_;
   std::vector<TraceEntry> slots_;  // guarded by mu_
   uint64_t next_id_ = 1;           // guarded by mu_
   // Written by one thread at a time (the one driving the group, or the
