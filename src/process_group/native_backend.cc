@@ -67,6 +67,21 @@ Status NativeBackend::exchange_fingerprints(const void* mine, size_t bytes, void
   return st;
 }
 
+std::vector<int> NativeBackend::lost_peers() const {
+  std::vector<int> lost = transport_->lost_peers();
+  // A peer on this host can die while only shared memory was in use (a
+  // single-copy read fails with ESRCH): nobody reads its socket's end then,
+  // so the transport never sees the connection go. Its process is gone,
+  // which the arena can tell.
+  if (shm::Arena* arena = transport_->shared_arena()) {
+    for (int rank : arena->gone_ranks()) {
+      if (std::find(lost.begin(), lost.end(), rank) == lost.end()) lost.push_back(rank);
+    }
+    std::sort(lost.begin(), lost.end());
+  }
+  return lost;
+}
+
 std::string NativeBackend::describe_links() const {
   shm::Arena* arena = transport_->shared_arena();
   const int me = transport_->rank();

@@ -35,7 +35,7 @@ class NativeBackend : public Backend {
   void progress(Deadline until) override { transport_->progress(until); }
   void wake() override { transport_->wake(); }
   void abort(const Status& reason) override { transport_->interrupt(reason); }
-  std::vector<int> lost_peers() const override { return transport_->lost_peers(); }
+  std::vector<int> lost_peers() const override;
   bool can_shrink() const override { return true; }
   // Fingerprints travel as messages of their own kind (kFingerprint, tag
   // n), so that they cannot mix with collective #n's, whatever the ranks do.

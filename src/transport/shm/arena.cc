@@ -288,6 +288,15 @@ bool Arena::left(int local, uint64_t sequence) const {
   return control(local).left_at.load(std::memory_order_seq_cst) == sequence;
 }
 
+std::vector<int> Arena::gone_ranks() const {
+  std::vector<int> gone;
+  for (int i = 0; i < local_size(); ++i) {
+    const int32_t pid = control(i).pid.load(std::memory_order_relaxed);
+    if (i != me_ && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) gone.push_back(local_ranks_[i]);
+  }
+  return gone;
+}
+
 void Arena::arrive() {
   control(me_).arrivals.fetch_add(1, std::memory_order_seq_cst);
   if (header_->waiters.load(std::memory_order_seq_cst) > 0) {

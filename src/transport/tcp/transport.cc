@@ -815,8 +815,14 @@ Status TcpTransport::drain_socket(int q) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
-      return lost(q, network_error(peer_name(q) + " is gone: its socket failed with " + std::strerror(errno) +
-                                   " (the peer process probably died)"));
+      // A reset is an end like any other here: this socket carries only
+      // doorbell bytes, and a peer that finished its work and closed with
+      // one of ours unread resets the connection instead of closing it.
+      // Its ring still holds what it wrote.
+      if (errno != ECONNRESET) {
+        return lost(q, network_error(peer_name(q) + " is gone: its socket failed with " +
+                                     std::strerror(errno) + " (the peer process probably died)"));
+      }
     }
     // The socket closed: the peer is gone or failed. What it wrote to the
     // ring before that (maybe the reason it failed) still counts.
