@@ -161,7 +161,8 @@ class ProcessGroup {
   void abort(const std::string& reason = "abort() was called");
 
   // lost_ranks lists the group ranks whose connection ended while this rank
-  // was still healthy: the ranks it saw die (or fail) first. Thread-safe.
+  // was still healthy, and those on this host whose process is gone: the
+  // ranks it saw die (or fail) first. Thread-safe.
   std::vector<int> lost_ranks() const;
   // can_shrink says whether shrink_group can rebuild this group without
   // some of its ranks (not with MPI, which has no ULFM here).

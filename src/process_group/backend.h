@@ -56,8 +56,10 @@ class Backend {
   virtual void progress(Deadline until) { (void)until; }
   virtual void wake() {}
   virtual void abort(const Status& reason) { (void)reason; }
+
   // lost_peers lists the group ranks whose connection ended while this one
-  // was healthy (Transport::lost_peers); shrink_group's suspects.
+  // was healthy (Transport::lost_peers), and same-host ranks whose process
+  // is gone; shrink_group's suspects.
   virtual std::vector<int> lost_peers() const { return {}; }
   // can_shrink says whether shrink_group can rebuild this backend's group
   // without the lost ranks (MPI cannot without ULFM).

@@ -182,6 +182,9 @@ int main(int argc, char** argv) {
         caught(rank, "NetworkError", e, wall_ns());
       }
       const int old_rank = rank;
+      std::string suspects;
+      for (int r : default_group()->lost_ranks()) suspects += (suspects.empty() ? "" : ",") + std::to_string(r);
+      std::printf("rank %d suspects [%s]\n", rank, suspects.c_str());
       auto shrunk = shrink_group();
       int64_t x = old_rank + 1;  // the survivors' ranks, plus one, summed
       all_reduce(Buffer::of(&x, 1));
