@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -288,11 +289,34 @@ bool Arena::left(int local, uint64_t sequence) const {
   return control(local).left_at.load(std::memory_order_seq_cst) == sequence;
 }
 
+namespace {
+
+// process_gone: process `pid` no longer runs: it does not exist, or it is a
+// zombie its parent has yet to reap. kill(pid, 0) still succeeds on a
+// zombie, while process_vm_readv already fails on it with ESRCH, so a rank
+// can learn of a death before kill() shows it.
+bool process_gone(int32_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  char path[40];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return errno == ENOENT;
+  char stat[512];
+  const size_t n = std::fread(stat, 1, sizeof stat - 1, f);
+  std::fclose(f);
+  stat[n] = '\0';
+  // "pid (comm) S ...": the state follows the last ')'.
+  const char* end_of_name = std::strrchr(stat, ')');
+  return end_of_name != nullptr && end_of_name[1] == ' ' && (end_of_name[2] == 'Z' || end_of_name[2] == 'X');
+}
+
+}  // namespace
+
 std::vector<int> Arena::gone_ranks() const {
   std::vector<int> gone;
   for (int i = 0; i < local_size(); ++i) {
     const int32_t pid = control(i).pid.load(std::memory_order_relaxed);
-    if (i != me_ && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) gone.push_back(local_ranks_[i]);
+    if (i != me_ && pid > 0 && process_gone(pid)) gone.push_back(local_ranks_[i]);
   }
   return gone;
 }
