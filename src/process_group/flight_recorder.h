@@ -6,8 +6,8 @@
 // in a ring allocated once (COHORT_TRACE_BUFFER_ENTRIES of them; 0 keeps
 // none) with fixed-size fields, so that recording a small collective that
 // runs on the caller's thread allocates nothing and costs one uncontended
-// spin lock (common/spin_lock.h) per state change and two clock reads. A failure's text is the one
-// field that allocates, on the failure path only.
+// spin lock (common/spin_lock.h) per state change and two clock reads. A
+// failure's text is the one field that allocates, on the failure path only.
 //
 // The progress counters (last number enqueued, started, completed) are kept
 // even without a ring, in atomics: the stall inspector and the dumps read

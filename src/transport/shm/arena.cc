@@ -413,8 +413,7 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
     }
     for (int i = 0; i < local_size(); ++i) {
       const int32_t pid = control(i).pid.load(std::memory_order_relaxed);
-      if (i != me_ && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH &&
-          control(i).arrivals.load() < target) {
+      if (i != me_ && pid > 0 && process_gone(pid) && control(i).arrivals.load() < target) {
         return network_error("rank " + std::to_string(local_ranks_[i]) + " (process " + std::to_string(pid) +
                              " on this host) is gone: it exited or was killed during " + what);
       }

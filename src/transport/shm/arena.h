@@ -98,7 +98,8 @@ class Arena {
   void leave(uint64_t sequence);
   bool left(int local, uint64_t sequence) const;
   // gone_ranks lists the group ranks on this host whose process no longer
-  // exists (shrink_group's suspects when a death was seen only here).
+  // runs (exited, or a zombie not yet reaped): shrink_group's suspects when
+  // a death was seen only here. wait_for uses the same test.
   std::vector<int> gone_ranks() const;
   // read_from copies `bytes` at `address` in local rank `local`'s process.
   Status read_from(int local, void* into, uint64_t address, size_t bytes) const;
