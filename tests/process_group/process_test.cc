@@ -323,10 +323,6 @@ TEST(ProcessGroupFailures, SurvivorsShrinkTheDefaultGroupAfterAKillAndAllReduceA
     if (r == victim) continue;
     const std::string out = job.ranks[r]->read_all(seconds(60));
     EXPECT_EQ(job.ranks[r]->wait(), 0) << out;
-    // Every survivor knows the dead rank, whether it saw its socket end or
-    // only its process gone (a failed single-copy read).
-    const std::string suspects = "rank " + std::to_string(r) + " suspects [2]";
-    EXPECT_NE(out.find(suspects), std::string::npos) << "wanted '" << suspects << "' in:\n" << out;
     const std::string want = "rank " + std::to_string(r) + " ok: shrunk to rank " +
                              std::to_string(new_rank[r]) + " of 3 (default group: rank " +
                              std::to_string(new_rank[r]) + " of 3), sum 7";
