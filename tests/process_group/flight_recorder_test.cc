@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "cohort/config.h"
 #include "process_group/group_monitor.h"
@@ -120,7 +122,11 @@ TEST(FlightRecorderTest, AGroupRecordsEveryPathAndDumpsOneFilePerRank) {
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   const std::string dir = dir_template;
   set_config("COHORT_TRACE_DIR", dir);
-  run_ranks(2, [](ProcessGroup& g) {
+  // Rank 0 dumps once both ranks are out of the first barrier: returning
+  // from the group's barrier on rank 0 does not mean rank 1 has recorded
+  // its own as done.
+  std::atomic<int> out_of_barrier{0};
+  run_ranks(2, [&out_of_barrier](ProcessGroup& g) {
     std::vector<float> v(1000, 1.0f);
     g.all_reduce(Buffer::of(v));  // blocking on an idle group: the caller's thread
     AllReduceOptions async;
@@ -133,6 +139,8 @@ TEST(FlightRecorderTest, AGroupRecordsEveryPathAndDumpsOneFilePerRank) {
       g.recv(Buffer::of(&x, 1), 0, P2POptions{{}, 9});
     }
     g.barrier();
+    out_of_barrier.fetch_add(1);
+    while (out_of_barrier.load() < 2) std::this_thread::yield();
     if (g.rank() == 0) dump_traces("test");
     g.barrier();  // rank 1 is still in the group while rank 0 dumps
   });
