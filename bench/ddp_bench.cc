@@ -69,30 +69,46 @@ void run(Model model, int batch, int steps, const cohort::DDPOptions& options) {
   };
   // Synchronised and no_sync steps alternate, each timed alone; the
   // medians resist this shared machine's bursts of noise better than means.
+  // Every step starts together (an untimed barrier first): otherwise a rank
+  // that ran its no_sync step slower makes the others wait for it in the
+  // next synchronised step, and that lag, which is no cost of DDP's (the
+  // cores here differ in speed by up to 20% from one minute to the next),
+  // would count as DDP's overhead.
   std::vector<double> sync_ms, local_ms;
   for (int w = 0; w < 5; ++w) step();
-  cohort::barrier();
+  const cohort::DDPStats before = ddp.stats();
   for (int s = 0; s < steps; ++s) {
+    cohort::barrier();
     auto t0 = std::chrono::steady_clock::now();
     step();
     auto t1 = std::chrono::steady_clock::now();
+    cohort::barrier();
+    auto t2 = std::chrono::steady_clock::now();
     {
       auto guard = ddp.no_sync();
       step();
     }
-    auto t2 = std::chrono::steady_clock::now();
+    auto t3 = std::chrono::steady_clock::now();
     sync_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    local_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+    local_ms.push_back(std::chrono::duration<double, std::milli>(t3 - t2).count());
   }
+  // Where the synchronised steps' extra time went, per step: from the first
+  // bucket's launch to the last one's completion, and the part of it
+  // backward's end had to wait for (exposed).
+  const cohort::DDPStats after = ddp.stats();
+  const double n = static_cast<double>(after.iterations - before.iterations);
   // Rank 0 reports the slower rank's numbers (the job runs at its pace).
-  double result[2] = {median(sync_ms), median(local_ms)};
+  double result[4] = {median(sync_ms), median(local_ms), 1e3 * (after.comm_seconds - before.comm_seconds) / n,
+                      1e3 * (after.exposed_seconds - before.exposed_seconds) / n};
   cohort::AllReduceOptions o;
   o.op = cohort::ReduceOp::MAX;
-  cohort::all_reduce(cohort::Buffer::of(result, 2), o);
+  cohort::all_reduce(cohort::Buffer::of(result, 4), o);
   if (cohort::get_rank() == 0) {
-    std::printf("ddp_bench cohort%s world=%d batch=%d sync_ms=%.2f no_sync_ms=%.2f overhead_ms=%.2f\n",
-                options.gradient_as_bucket_view ? "+view" : "", cohort::get_world_size(), batch, result[0],
-                result[1], result[0] - result[1]);
+    std::printf(
+        "ddp_bench cohort%s world=%d batch=%d sync_ms=%.2f no_sync_ms=%.2f overhead_ms=%.2f comm_ms=%.2f "
+        "exposed_ms=%.2f buckets=%zu\n",
+        options.gradient_as_bucket_view ? "+view" : "", cohort::get_world_size(), batch, result[0], result[1],
+        result[0] - result[1], result[2], result[3], after.bucket_bytes.size());
   }
 }
 

@@ -63,18 +63,21 @@ def main():
 
     for _ in range(5):
         step()
-    # Synchronised and no_sync steps alternate, each timed alone (medians).
+    # Synchronised and no_sync steps alternate, each timed alone (medians)
+    # and started together (an untimed barrier first), as in ddp_bench.cc.
     sync_ms, local_ms = [], []
-    dist.barrier()
     for _ in range(a.steps):
+        dist.barrier()
         t0 = time.perf_counter()
         step()
         t1 = time.perf_counter()
+        dist.barrier()
+        t2 = time.perf_counter()
         with ddp.no_sync():
             step()
-        t2 = time.perf_counter()
+        t3 = time.perf_counter()
         sync_ms.append((t1 - t0) * 1e3)
-        local_ms.append((t2 - t1) * 1e3)
+        local_ms.append((t3 - t2) * 1e3)
     result = torch.tensor([statistics.median(sync_ms), statistics.median(local_ms)], dtype=torch.float64)
     dist.all_reduce(result, op=dist.ReduceOp.MAX)
     if dist.get_rank() == 0:

@@ -111,7 +111,8 @@ constexpr size_t kOneStepBytes = 16 * 1024;
 
 // reduce_chunks runs the blocked reduction; the result goes to every rank
 // (root < 0) or to local rank `root` only.
-Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op, int root) {
+Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op, int root,
+                     double post_scale) {
   const int p = a.local_size(), me = a.local_index();
   const size_t es = dtype_size(buf.dtype);
   auto* data = static_cast<uint8_t*>(buf.data);
@@ -135,6 +136,7 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp:
     for (int q = 0; q < p; ++q) {
       if (q != me && len) reduce_into(buf.dtype, op, own, a.slot(q, half) + lo * es, len);
     }
+    if (post_scale != 1.0 && len) scale(buf.dtype, own, len, post_scale);  // while the block is in cache
     st = arrive_and_wait_all(c, a);
     if (!st.ok()) return st;
     if (root < 0 || root == me) {
@@ -203,7 +205,8 @@ Status end_single_copy(AlgoContext& c, shm::Arena& a, int half) {
   return st;
 }
 
-Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op) {
+Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
+                              double post_scale) {
   const int p = a.local_size(), me = a.local_index();
   const size_t es = dtype_size(buf.dtype);
   auto* data = static_cast<uint8_t*>(buf.data);
@@ -223,6 +226,9 @@ Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, 
       if (!st.ok()) return st;
       reduce_into(buf.dtype, op, data + (lo + e) * es, scratch, n);
     }
+    // Scaled while the chunk is in cache, and only this rank's block: the
+    // others copy it scaled.
+    if (post_scale != 1.0) scale(buf.dtype, data + (lo + e) * es, n, post_scale);
   }
   st = arrive_and_wait_all(c, a);
   if (!st.ok()) return st;
@@ -238,11 +244,12 @@ Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, 
 
 }  // namespace
 
-Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op) {
+Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
+                      double post_scale) {
   const size_t bytes = buf.bytes();
   if (bytes >= single_copy_at(a, true) && buf.count >= static_cast<size_t>(a.local_size()))
-    return all_reduce_single_copy(c, a, buf, op);
-  if (bytes > kOneStepBytes || bytes > a.slot_bytes()) return reduce_chunks(c, a, buf, op, -1);
+    return all_reduce_single_copy(c, a, buf, op, post_scale);
+  if (bytes > kOneStepBytes || bytes > a.slot_bytes()) return reduce_chunks(c, a, buf, op, -1, post_scale);
   const int p = a.local_size(), me = a.local_index();
   const auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);
   int half;
@@ -256,11 +263,12 @@ Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp
   if (bytes) std::memcpy(buf.data, a.slot(0, half), bytes);
   for (int q = 1; q < p; ++q) reduce_into(buf.dtype, op, buf.data, a.slot(q, half), buf.count);
   release(a, half, a.arrivals() + 1);
+  if (post_scale != 1.0) scale(buf.dtype, buf.data, buf.count, post_scale);
   return Status::ok_status();
 }
 
 Status shm_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root, ReduceOp::Kind op) {
-  return reduce_chunks(c, a, buf, op, root);
+  return reduce_chunks(c, a, buf, op, root, 1.0);
 }
 
 Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root) {

@@ -21,7 +21,11 @@
 
 namespace cohort {
 
-Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op);
+// shm_all_reduce multiplies the result by `post_scale` (AVG: 1/size) in
+// the same pass: each rank scales only its own reduced block, while it is
+// still in cache, instead of the caller scaling the whole buffer after.
+Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
+                      double post_scale = 1.0);
 // shm_reduce leaves the result in local rank `root`'s buffer only.
 Status shm_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root, ReduceOp::Kind op);
 Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root);

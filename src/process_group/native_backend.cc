@@ -129,8 +129,13 @@ Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const
   AlgoContext c = context(op);
   Status st;
   if (algorithm.value() == Algorithm::kShmDirect) {
-    st = direct_done(shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op)), op);
-  } else if (algorithm.value() == Algorithm::kHierarchical) {
+    // AVG's division is folded into the reduction (DDP averages every
+    // gradient bucket this way): no second pass over the buffer.
+    const double post_scale = reduce_op.kind == ReduceOp::AVG ? 1.0 / transport_->size() : 1.0;
+    return direct_done(
+        shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op), post_scale), op);
+  }
+  if (algorithm.value() == Algorithm::kHierarchical) {
     st = direct_done(hierarchical_all_reduce(c, buffer, algorithm_op(reduce_op)), op);
   } else {
     st = cohort::all_reduce(c, buffer, algorithm_op(reduce_op), algorithm.value());

@@ -235,9 +235,12 @@ void Reducer::mark_ready(size_t index) {
   Bucket& bucket = buckets_[place.bucket];
   at::Tensor& view = bucket.views[place.slot];
   const at::Tensor& grad = params_[index].grad();
-  // Without a hook the default reduction is a SUM of gradients already
-  // divided by the world size (torch's order, folded into the copy).
-  const double scale = hook_ ? 1.0 : 1.0 / group_->size();
+  // Without a hook the gradients are averaged: float16 ones divided by the
+  // world size before the SUM (torch's order: the sum of undivided ones may
+  // overflow float16's range), folded into this copy; the others by the
+  // all_reduce's AVG, which divides each rank's block of the result while
+  // it is in cache (no pass of its own over the bucket).
+  const double scale = divides_before_sum(bucket) ? 1.0 / group_->size() : 1.0;
   if (grad.defined() && grad.is_alias_of(view)) {
     if (scale != 1.0) view.mul_(scale);
   } else if (grad.defined()) {
@@ -252,6 +255,10 @@ void Reducer::mark_ready(size_t index) {
   // Backward's last gradient: what follows is communication it waits for.
   if (++ready_count_ == params_.size()) all_ready_ = Clock::now();
   if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+bool Reducer::divides_before_sum(const Bucket& bucket) const {
+  return !hook_ && bucket.contents.scalar_type() == at::kHalf;
 }
 
 void Reducer::launch_ready_buckets() {
@@ -272,6 +279,7 @@ c10::intrusive_ptr<c10::ivalue::Future> Reducer::reduce_bucket(size_t b) {
   }
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
   AllReduceOptions o;
+  if (!divides_before_sum(bucket)) o.op = ReduceOp::AVG;
   // The last bucket is launched by the last gradient: backward is over and
   // would only wait for it, so it runs on this thread (inline when the
   // group is idle), saving the hand-off to the group's worker and back.

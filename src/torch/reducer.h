@@ -50,7 +50,7 @@ class Reducer {
     at::Tensor contents;  // flat, one dtype
     std::vector<size_t> params;
     std::vector<at::Tensor> views;  // of contents, shaped as the parameters
-    at::Tensor inverse_world;  // 1/world size as a 0-dim tensor of the bucket's dtype, made once
+    at::Tensor inverse_world;       // 1/world size as a 0-dim tensor of the bucket's dtype, made once
     size_t pending = 0;
     c10::intrusive_ptr<c10::ivalue::Future> future;
     std::chrono::steady_clock::time_point launched;
@@ -66,6 +66,10 @@ class Reducer {
   void autograd_hook(size_t index);
   void mark_ready(size_t index);
   void launch_ready_buckets();
+  // divides_before_sum: the default reduction divides this bucket's
+  // gradients by the world size as it copies them in (float16), rather than
+  // asking the all_reduce to average.
+  bool divides_before_sum(const Bucket& bucket) const;
   void launch(size_t b);
   c10::intrusive_ptr<c10::ivalue::Future> reduce_bucket(size_t b);
   void finalize();
