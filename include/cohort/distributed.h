@@ -102,6 +102,9 @@ std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& op
                                 const GroupPtr& group = nullptr);
 std::shared_ptr<Work> all_reduce(const Buffer& buffer, const AllReduceOptions& options = {},
                                  const GroupPtr& group = nullptr);
+std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Buffer>& buffers,
+                                           const AllReduceOptions& options = {},
+                                           const GroupPtr& group = nullptr);
 std::shared_ptr<Work> reduce(const Buffer& buffer, const ReduceOptions& options = {},
                              const GroupPtr& group = nullptr);
 std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input,

@@ -111,6 +111,12 @@ class ProcessGroup {
 
   std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& options = {});
   std::shared_ptr<Work> all_reduce(const Buffer& buffer, const AllReduceOptions& options = {});
+  // all_reduce_coalesced reduces several CPU buffers of one dtype as one
+  // (torch's all_reduce_coalesced): each rank's split into buffers may
+  // differ, the total may not. On one host the ranks read each other's
+  // buffers where they are, so nothing is packed (DDP reduces gradients so).
+  std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Buffer>& buffers,
+                                             const AllReduceOptions& options = {});
   std::shared_ptr<Work> reduce(const Buffer& buffer, const ReduceOptions& options = {});
   // all_gather: outputs[q] receives rank q's input; counts may differ by rank.
   std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input,

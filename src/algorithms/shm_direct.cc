@@ -205,38 +205,110 @@ Status end_single_copy(AlgoContext& c, shm::Arena& a, int half) {
   return st;
 }
 
-Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
-                              double post_scale) {
-  const int p = a.local_size(), me = a.local_index();
-  const size_t es = dtype_size(buf.dtype);
-  auto* data = static_cast<uint8_t*>(buf.data);
-  int half;
-  Status st = begin_single_copy(c, a, op_stamp(c, Collective::kAllReduce, -1, buf.bytes()), buf.data, &half);
+// Piece is one entry of the table a rank publishes for a coalesced
+// all_reduce: where one of its buffers is, and how many elements it holds.
+struct Piece {
+  uint64_t address;
+  uint64_t count;
+};
+
+// for_each_run calls f(address, elements, offset) for each part of the
+// elements [first, first + n) of the concatenation of `pieces`, in order;
+// `offset` counts elements from `first`.
+template <class F>
+void for_each_run(const std::vector<Piece>& pieces, size_t es, size_t first, size_t n, F f) {
+  size_t start = 0, done = 0;  // where the current piece starts; elements handed out
+  for (const Piece& p : pieces) {
+    if (done == n) return;
+    const size_t end = start + p.count;
+    if (end > first + done) {
+      const size_t from = first + done - start;
+      const size_t take = std::min<size_t>(end - (first + done), n - done);
+      f(p.address + from * es, take, done);
+      done += take;
+    }
+    start = end;
+  }
+}
+
+// read_table reads local rank q's table of pieces (its length first).
+Status read_table(AlgoContext& c, shm::Arena& a, int q, uint64_t address, std::vector<Piece>* out) {
+  uint64_t n = 0;
+  Status st = read_peer(c, a, q, &n, address, sizeof n);
   if (!st.ok()) return st;
-  // Reduce this rank's block of everyone's buffer into its own buffer.
+  if (n > (uint64_t{1} << 24)) {
+    return Status(StatusCode::kDesync, "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) +
+                                           " published " + std::to_string(n) + " pieces for " + c.what);
+  }
+  out->resize(n);
+  return n ? read_peer(c, a, q, out->data(), address + sizeof n, n * sizeof(Piece)) : st;
+}
+
+// all_reduce_pieces_single_copy reduces the concatenation of several
+// buffers (a plain all_reduce: one), each in place: every rank publishes a
+// table of its pieces, reduces its own block of everyone's (read through
+// their tables into a scratch chunk that stays in cache, scaled there by
+// `post_scale`), and then copies the others' reduced blocks from their
+// pieces straight into its own. Ranks may split the total differently.
+Status all_reduce_pieces_single_copy(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
+                                     ReduceOp::Kind op, double post_scale) {
+  const int p = a.local_size(), me = a.local_index();
+  const DType dtype = buffers.front().dtype;
+  const size_t es = dtype_size(dtype);
+  std::vector<Piece> mine;
+  std::vector<uint64_t> table{buffers.size()};  // what the others read: length, then the pieces
+  size_t total = 0;
+  for (const Buffer& b : buffers) {
+    mine.push_back(Piece{reinterpret_cast<uint64_t>(b.data), b.count});
+    table.push_back(mine.back().address);
+    table.push_back(mine.back().count);
+    total += b.count;
+  }
+  int half;
+  Status st =
+      begin_single_copy(c, a, op_stamp(c, Collective::kAllReduce, -1, total * es), table.data(), &half);
+  if (!st.ok()) return st;
+  std::vector<std::vector<Piece>> theirs(static_cast<size_t>(p));
+  for (int q = 0; q < p && st.ok(); ++q) {
+    if (q != me) st = read_table(c, a, q, a.stamp_of(q, half).address, &theirs[static_cast<size_t>(q)]);
+  }
+  if (!st.ok()) return st;
+  // Reduce this rank's block of everyone's pieces into its own pieces.
   size_t lo, len;
-  block_range(buf.count, p, me, &lo, &len);
+  block_range(total, p, me, &lo, &len);
   const size_t chunk = std::max<size_t>(1, kReadChunkBytes / es);
   uint8_t* scratch = c.scratch_bytes(chunk * es);
   for (size_t e = 0; e < len; e += chunk) {
     const size_t n = std::min(chunk, len - e);
     for (int q = 0; q < p; ++q) {
       if (q == me) continue;
-      st = read_peer(c, a, q, scratch, a.stamp_of(q, half).address + (lo + e) * es, n * es);
+      for_each_run(theirs[static_cast<size_t>(q)], es, lo + e, n, [&](uint64_t at, size_t k, size_t off) {
+        if (st.ok()) st = read_peer(c, a, q, scratch + off * es, at, k * es);
+      });
       if (!st.ok()) return st;
-      reduce_into(buf.dtype, op, data + (lo + e) * es, scratch, n);
+      for_each_run(mine, es, lo + e, n, [&](uint64_t at, size_t k, size_t off) {
+        reduce_into(dtype, op, reinterpret_cast<void*>(at), scratch + off * es, k);
+      });
     }
-    // Scaled while the chunk is in cache, and only this rank's block: the
-    // others copy it scaled.
-    if (post_scale != 1.0) scale(buf.dtype, data + (lo + e) * es, n, post_scale);
+    if (post_scale != 1.0) {
+      for_each_run(mine, es, lo + e, n, [&](uint64_t at, size_t k, size_t) {
+        scale(dtype, reinterpret_cast<void*>(at), k, post_scale);
+      });
+    }
   }
   st = arrive_and_wait_all(c, a);
   if (!st.ok()) return st;
-  // Every block is reduced in its owner's buffer: copy the others' in.
+  // Copy the others' reduced blocks from their pieces straight into ours.
   for (int q = 0; q < p; ++q) {
     if (q == me) continue;
-    block_range(buf.count, p, q, &lo, &len);
-    st = read_peer(c, a, q, data + lo * es, a.stamp_of(q, half).address + lo * es, len * es);
+    block_range(total, p, q, &lo, &len);
+    for_each_run(mine, es, lo, len, [&](uint64_t into, size_t k, size_t off) {
+      for_each_run(theirs[static_cast<size_t>(q)], es, lo + off, k,
+                   [&](uint64_t from, size_t k2, size_t off2) {
+                     if (st.ok())
+                       st = read_peer(c, a, q, reinterpret_cast<uint8_t*>(into) + off2 * es, from, k2 * es);
+                   });
+    });
     if (!st.ok()) return st;
   }
   return end_single_copy(c, a, half);
@@ -244,11 +316,20 @@ Status all_reduce_single_copy(AlgoContext& c, shm::Arena& a, const Buffer& buf, 
 
 }  // namespace
 
+bool shm_all_reduce_reads_in_place(const shm::Arena& a, size_t bytes, size_t count) {
+  return bytes >= single_copy_at(a, true) && count >= static_cast<size_t>(a.local_size());
+}
+
+Status shm_all_reduce_pieces(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
+                             ReduceOp::Kind op, double post_scale) {
+  return all_reduce_pieces_single_copy(c, a, buffers, op, post_scale);
+}
+
 Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale) {
   const size_t bytes = buf.bytes();
-  if (bytes >= single_copy_at(a, true) && buf.count >= static_cast<size_t>(a.local_size()))
-    return all_reduce_single_copy(c, a, buf, op, post_scale);
+  if (shm_all_reduce_reads_in_place(a, bytes, buf.count))
+    return all_reduce_pieces_single_copy(c, a, {buf}, op, post_scale);
   if (bytes > kOneStepBytes || bytes > a.slot_bytes()) return reduce_chunks(c, a, buf, op, -1, post_scale);
   const int p = a.local_size(), me = a.local_index();
   const auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);

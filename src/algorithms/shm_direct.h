@@ -26,6 +26,17 @@ namespace cohort {
 // still in cache, instead of the caller scaling the whole buffer after.
 Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale = 1.0);
+// shm_all_reduce_reads_in_place says whether an all_reduce of `bytes`
+// (`count` elements) reads the other ranks' buffers in place (single copy).
+bool shm_all_reduce_reads_in_place(const shm::Arena& a, size_t bytes, size_t count);
+// shm_all_reduce_pieces reduces the concatenation of `buffers` (one dtype;
+// all_reduce_coalesced), each in place, reading the others' pieces where
+// they are: no packing on either side. Only where
+// shm_all_reduce_reads_in_place holds for the total; callers pack the
+// buffers into one otherwise. Ranks may split the same total differently,
+// and a plain shm_all_reduce of that total (one piece) meets it.
+Status shm_all_reduce_pieces(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
+                             ReduceOp::Kind op, double post_scale);
 // shm_reduce leaves the result in local rank `root`'s buffer only.
 Status shm_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root, ReduceOp::Kind op);
 Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root);

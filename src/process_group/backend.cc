@@ -1,5 +1,7 @@
 #include "process_group/backend.h"
 
+#include <cstring>
+
 namespace cohort {
 
 Status Backend::broadcast(const Buffer&, int, const OpContext&) {
@@ -7,6 +9,29 @@ Status Backend::broadcast(const Buffer&, int, const OpContext&) {
 }
 Status Backend::all_reduce(const Buffer&, ReduceOp, const OpContext&) {
   return unsupported("all_reduce");
+}
+Status Backend::all_reduce_coalesced(const std::vector<Buffer>& buffers, ReduceOp reduce_op,
+                                     const OpContext& op) {
+  if (buffers.size() == 1) return all_reduce(buffers.front(), reduce_op, op);  // nothing to pack
+  size_t bytes = 0;
+  for (const Buffer& b : buffers) bytes += b.bytes();
+  std::vector<uint8_t> packed(bytes);
+  Buffer whole = buffers.front();
+  whole.data = packed.data();
+  whole.count = bytes / dtype_size(whole.dtype);
+  size_t at = 0;
+  for (const Buffer& b : buffers) {
+    if (b.count) std::memcpy(packed.data() + at, b.data, b.bytes());
+    at += b.bytes();
+  }
+  Status st = all_reduce(whole, reduce_op, op);
+  if (!st.ok()) return st;
+  at = 0;
+  for (const Buffer& b : buffers) {
+    if (b.count) std::memcpy(b.data, packed.data() + at, b.bytes());
+    at += b.bytes();
+  }
+  return st;
 }
 Status Backend::reduce(const Buffer&, int, ReduceOp, const OpContext&) {
   return unsupported("reduce");

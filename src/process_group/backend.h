@@ -38,6 +38,12 @@ class Backend {
 
   virtual Status broadcast(const Buffer& buffer, int root, const OpContext& op);
   virtual Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op);
+  // all_reduce_coalesced reduces several CPU buffers of one dtype as if they
+  // were one, each in place. This default packs them into one buffer, runs
+  // all_reduce and unpacks; a backend that can read them where they are
+  // (native, shared memory) overrides it.
+  virtual Status all_reduce_coalesced(const std::vector<Buffer>& buffers, ReduceOp reduce_op,
+                                      const OpContext& op);
   virtual Status reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op);
   virtual Status all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op);
   virtual Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,

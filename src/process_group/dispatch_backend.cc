@@ -92,6 +92,12 @@ Status DispatchBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, con
   Backend* b = on(buffer.device, &st);
   return b ? b->all_reduce(buffer, reduce_op, op) : st;
 }
+Status DispatchBackend::all_reduce_coalesced(const std::vector<Buffer>& buffers, ReduceOp reduce_op,
+                                             const OpContext& op) {
+  Status st;
+  Backend* b = on(buffers.front().device, &st);
+  return b ? b->all_reduce_coalesced(buffers, reduce_op, op) : st;
+}
 Status DispatchBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) {
   Status st;
   Backend* b = on(buffer.device, &st);

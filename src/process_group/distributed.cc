@@ -351,6 +351,10 @@ std::shared_ptr<Work> broadcast(const Buffer& b, const BroadcastOptions& o, cons
 std::shared_ptr<Work> all_reduce(const Buffer& b, const AllReduceOptions& o, const GroupPtr& group) {
   return resolve(group)->all_reduce(b, o);
 }
+std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Buffer>& buffers, const AllReduceOptions& o,
+                                           const GroupPtr& group) {
+  return resolve(group)->all_reduce_coalesced(buffers, o);
+}
 std::shared_ptr<Work> reduce(const Buffer& b, const ReduceOptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
   ReduceOptions local = o;

@@ -146,6 +146,29 @@ Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const
   return st;
 }
 
+Status NativeBackend::all_reduce_coalesced(const std::vector<Buffer>& buffers, ReduceOp reduce_op,
+                                           const OpContext& op) {
+  size_t count = 0;
+  for (const Buffer& b : buffers) count += b.count;
+  const size_t bytes = count * dtype_size(buffers.front().dtype);
+  auto algorithm = choose(Collective::kAllReduce, bytes, op);
+  if (!algorithm.ok()) return algorithm.status();
+  // The choice depends on the total only, so every rank takes the same
+  // path whatever its split into buffers.
+  if (algorithm.value() != Algorithm::kShmDirect ||
+      !shm_all_reduce_reads_in_place(*transport_->shared_arena(), bytes, count)) {
+    return Backend::all_reduce_coalesced(buffers, reduce_op, op);
+  }
+  if (reduce_op.kind == ReduceOp::PREMUL_SUM) {
+    for (const Buffer& b : buffers) scale(b.dtype, b.data, b.count, reduce_op.factor);
+  }
+  const double post_scale = reduce_op.kind == ReduceOp::AVG ? 1.0 / transport_->size() : 1.0;
+  AlgoContext c = context(op);
+  return direct_done(
+      shm_all_reduce_pieces(c, *transport_->shared_arena(), buffers, algorithm_op(reduce_op), post_scale),
+      op);
+}
+
 Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) {
   Buffer input = buffer;
   if (reduce_op.kind == ReduceOp::PREMUL_SUM) {

@@ -18,6 +18,8 @@ class NativeBackend : public Backend {
 
   Status broadcast(const Buffer& buffer, int root, const OpContext& op) override;
   Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) override;
+  Status all_reduce_coalesced(const std::vector<Buffer>& buffers, ReduceOp reduce_op,
+                              const OpContext& op) override;
   Status reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) override;
   Status all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op) override;
   Status gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,

@@ -159,6 +159,34 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllRe
   });
 }
 
+std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffer>& buffers,
+                                                         const AllReduceOptions& o) {
+  const std::string op = "all_reduce_coalesced";
+  if (buffers.empty()) bad(op, "buffers is empty; give at least one buffer");
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const std::string name = "buffers[" + std::to_string(i) + "]";
+    check_buffer(op, buffers[i], name, *backend_);
+    if (buffers[i].device.type != DeviceType::kCPU) {
+      bad(op, name + " is on " + device_name(buffers[i].device.type) +
+                  "; all_reduce_coalesced takes CPU buffers (use all_reduce on each)");
+    }
+    if (buffers[i].dtype != buffers[0].dtype) {
+      bad(op, name + " is " + dtype_name(buffers[i].dtype) + " but buffers[0] is " +
+                  dtype_name(buffers[0].dtype));
+    }
+  }
+  check_reduce(op, buffers[0], o.op);
+  Buffer whole = buffers[0];  // the concatenation, as the desync check and the flight recorder see it
+  whole.count = elements_in(buffers);
+  const OpShape shape = shape_of(whole);
+  return collective(op, shape, o, [this, buffers, whole, o](const OpContext& c, std::exception_ptr* e) {
+    if (desync_ &&
+        !agree(Fingerprint(CollectiveOp::kAllReduce, whole.dtype, whole.count).with_reduce_op(o.op), c, e))
+      return;
+    fail_on(backend_->all_reduce_coalesced(buffers, o.op, c), e);
+  });
+}
+
 std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOptions& o) {
   const std::string op = "reduce";
   check_buffer(op, buffer, "buffer", *backend_);

@@ -241,7 +241,9 @@ void Reducer::mark_ready(size_t index) {
   // all_reduce's AVG, which divides each rank's block of the result while
   // it is in cache (no pass of its own over the bucket).
   const double scale = divides_before_sum(bucket) ? 1.0 / group_->size() : 1.0;
-  if (grad.defined() && grad.is_alias_of(view)) {
+  if (may_reduce_in_place(bucket) && in_place_ready(index, bucket)) {
+    // Left where it is: launch decides, once the bucket is full.
+  } else if (grad.defined() && grad.is_alias_of(view)) {
     if (scale != 1.0) view.mul_(scale);
   } else if (grad.defined()) {
     if (scale != 1.0) {
@@ -261,12 +263,25 @@ bool Reducer::divides_before_sum(const Bucket& bucket) const {
   return !hook_ && bucket.contents.scalar_type() == at::kHalf;
 }
 
+bool Reducer::may_reduce_in_place(const Bucket& bucket) const {
+  // The unused-parameter rules keep some gradients as they were, so those
+  // modes reduce copies; view mode already reduces in place.
+  return !hook_ && !divides_before_sum(bucket) && !options_.gradient_as_bucket_view &&
+         !options_.find_unused_parameters && !options_.static_graph && bucket.contents.device().is_cpu();
+}
+
+bool Reducer::in_place_ready(size_t index, const Bucket& bucket) const {
+  const at::Tensor& grad = params_[index].grad();
+  return grad.defined() && grad.is_contiguous() && grad.device().is_cpu() &&
+         grad.scalar_type() == bucket.contents.scalar_type() && !grad.is_alias_of(bucket.contents);
+}
+
 void Reducer::launch_ready_buckets() {
   // Strictly in bucket order, so that every rank issues the same sequence.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(next_launch_++);
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> Reducer::reduce_bucket(size_t b) {
+c10::intrusive_ptr<c10::ivalue::Future> Reducer::reduce_bucket(size_t b, bool from_gradients) {
   Bucket& bucket = buckets_[b];
   if (hook_) {
     std::vector<at::Tensor> params;
@@ -278,6 +293,25 @@ c10::intrusive_ptr<c10::ivalue::Future> Reducer::reduce_bucket(size_t b) {
     return future;
   }
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+  // CPU buckets always go through all_reduce_coalesced, of the gradients or
+  // of the contents, so that every rank (a joined one too) runs the same
+  // protocol whichever it reduces.
+  const bool coalesced = bucket.contents.device().is_cpu();
+  std::vector<Buffer> pieces;
+  bucket.in_place = false;
+  if (coalesced && from_gradients && may_reduce_in_place(bucket)) {
+    bucket.in_place = std::all_of(bucket.params.begin(), bucket.params.end(),
+                                  [&](size_t index) { return in_place_ready(index, bucket); });
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+      const at::Tensor& grad = params_[bucket.params[slot]].grad();
+      if (bucket.in_place) {
+        pieces.push_back(to_buffer(grad, "a gradient"));
+      } else if (in_place_ready(bucket.params[slot], bucket)) {
+        bucket.views[slot].copy_(grad);  // mark_ready left it for this bucket to decide
+      }
+    }
+  }
+  if (coalesced && !bucket.in_place) pieces.push_back(to_buffer(bucket.contents, "a DDP bucket"));
   AllReduceOptions o;
   if (!divides_before_sum(bucket)) o.op = ReduceOp::AVG;
   // The last bucket is launched by the last gradient: backward is over and
@@ -286,7 +320,8 @@ c10::intrusive_ptr<c10::ivalue::Future> Reducer::reduce_bucket(size_t b) {
   if (b + 1 < buckets_.size()) o.async_op = true;
   std::shared_ptr<Work> work;
   try {
-    work = group_->all_reduce(to_buffer(bucket.contents, "a DDP bucket"), o);
+    work = coalesced ? group_->all_reduce_coalesced(pieces, o)
+                     : group_->all_reduce(to_buffer(bucket.contents, "a DDP bucket"), o);
   } catch (...) {
     future->setError(std::current_exception());
     return future;
@@ -350,6 +385,7 @@ void Reducer::write_back(const std::vector<int32_t>& globally_used) {
     // so that optimizers skip it as they would without DDP.
     if (!globally_used.empty() && globally_used[i] == 0) continue;
     const Place place = place_[i];
+    if (buckets_[place.bucket].in_place) continue;  // its gradient holds the average already
     at::Tensor& view = buckets_[place.bucket].views[place.slot];
     at::Tensor& grad = const_cast<at::Tensor&>(params_[i]).mutable_grad();
     if (options_.gradient_as_bucket_view) {
@@ -421,7 +457,7 @@ void Reducer::shadow_backward() {
   torch::NoGradGuard no_grad;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     buckets_[b].contents.zero_();
-    auto future = reduce_bucket(b);
+    auto future = reduce_bucket(b, false);
     future->wait();
     if (future->hasError()) std::rethrow_exception(future->exception_ptr());
   }

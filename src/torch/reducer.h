@@ -52,6 +52,9 @@ class Reducer {
     std::vector<at::Tensor> views;  // of contents, shaped as the parameters
     at::Tensor inverse_world;       // 1/world size as a 0-dim tensor of the bucket's dtype, made once
     size_t pending = 0;
+    // Reduced straight in the parameters' gradients this iteration (no copy
+    // into contents, none back): see reduces_in_place.
+    bool in_place = false;
     c10::intrusive_ptr<c10::ivalue::Future> future;
     std::chrono::steady_clock::time_point launched;
     std::shared_ptr<std::atomic<int64_t>> done_ns;  // written by whoever completes the future
@@ -70,8 +73,16 @@ class Reducer {
   // gradients by the world size as it copies them in (float16), rather than
   // asking the all_reduce to average.
   bool divides_before_sum(const Bucket& bucket) const;
+  // may_reduce_in_place: without a hook, view mode, float16 or the unused-
+  // parameter bookkeeping, a CPU bucket is reduced with all_reduce_coalesced
+  // over its gradients where they are, when every one of them is
+  // in_place_ready (mark_ready then leaves it uncopied).
+  bool may_reduce_in_place(const Bucket& bucket) const;
+  bool in_place_ready(size_t index, const Bucket& bucket) const;
   void launch(size_t b);
-  c10::intrusive_ptr<c10::ivalue::Future> reduce_bucket(size_t b);
+  // reduce_bucket starts bucket b's reduction; `from_gradients` false: of
+  // its contents as they are (a joined rank's zeros).
+  c10::intrusive_ptr<c10::ivalue::Future> reduce_bucket(size_t b, bool from_gradients = true);
   void finalize();
   void wait_buckets();
   void write_back(const std::vector<int32_t>& globally_used);

@@ -48,6 +48,43 @@ void check_all_reduce_every_dtype_op_and_size(ProcessGroup& g) {
   }
 }
 
+// all_reduce_coalesced over pieces allocated apart, cut differently on each
+// rank (one of them empty), the total agreeing: small (packed into one
+// buffer) and large (on one host the ranks read each other's pieces in
+// place), with every float32 op.
+void check_all_reduce_coalesced_with_splits_that_differ_by_rank(ProcessGroup& g) {
+  const int world = g.size();
+  const DType d = DType::kFloat32;
+  for (size_t n : {size_t{10}, size_t{300001}}) {
+    for (ReduceOp op : ops_for(d)) {
+      std::vector<TypedBuffer> pieces;
+      for (size_t at = 0, k = 0; at < n; ++k) {
+        const size_t len = std::min(n - at, n / static_cast<size_t>(g.rank() + 2) + 7 * k + 1);
+        pieces.emplace_back(d, len);
+        for (size_t i = 0; i < len; ++i) pieces.back().set(i, contribution(d, op, g.rank(), at + i));
+        if (k == 0) pieces.emplace_back(d, 0);
+        at += len;
+      }
+      std::vector<Buffer> views;
+      for (TypedBuffer& p : pieces) views.push_back(p.view());
+      AllReduceOptions o;
+      o.op = op;
+      g.all_reduce_coalesced(views, o);
+      size_t at = 0;
+      for (const TypedBuffer& p : pieces) {
+        for (size_t i = 0; i < p.count(); ++i, ++at) {
+          const double want = stored(d, expected(d, op, world, at));
+          if (!close_enough(d, p.at(i), want)) {
+            ADD_FAILURE() << "rank " << g.rank() << " " << label(d, op, n) << " (" << pieces.size()
+                          << " pieces) [" << at << "] = " << p.at(i) << ", expected " << want;
+            return;
+          }
+        }
+      }
+    }
+  }
+}
+
 void check_reduce_every_dtype_op_and_size(ProcessGroup& g) {
   const int world = g.size();
   for (int root : {0, world - 1}) {
@@ -341,6 +378,8 @@ const std::vector<CollectiveCheck>& collective_checks() {
   static const std::vector<CollectiveCheck> kChecks = {
       {"AllReduceEveryDtypeOpAndSize", check_all_reduce_every_dtype_op_and_size, 1},
       {"ReduceEveryDtypeOpAndSizeToFirstAndLastRank", check_reduce_every_dtype_op_and_size, 1},
+      {"AllReduceCoalescedWithSplitsThatDifferByRank",
+       check_all_reduce_coalesced_with_splits_that_differ_by_rank, 1},
       {"ReduceScatterEveryDtypeOpAndSize", check_reduce_scatter_every_dtype_op_and_size, 1},
       {"BroadcastFromEveryRoot", check_broadcast_from_every_root, 1},
       {"AllGatherWithUnevenCountsAndIntoOneTensor", check_all_gather_uneven_and_into_one_tensor, 1},

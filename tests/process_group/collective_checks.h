@@ -12,6 +12,7 @@ namespace cohort::testing {
 
 void check_all_reduce_every_dtype_op_and_size(ProcessGroup& g);
 void check_reduce_every_dtype_op_and_size(ProcessGroup& g);
+void check_all_reduce_coalesced_with_splits_that_differ_by_rank(ProcessGroup& g);
 void check_reduce_scatter_every_dtype_op_and_size(ProcessGroup& g);
 void check_broadcast_from_every_root(ProcessGroup& g);
 void check_all_gather_uneven_and_into_one_tensor(ProcessGroup& g);
