@@ -5,7 +5,12 @@
  *          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
  *
  * float32 SUM, root 0; size is the total bytes (nccl-tests' convention);
- * time is the slowest rank's mean per iteration. */
+ * time is the slowest rank's mean per iteration.
+ *
+ * MPI_BENCH_THREAD_LEVEL=serialized asks MPI_Init_thread for
+ * MPI_THREAD_SERIALIZED, the level cohort's mpi backend (and torch's
+ * ProcessGroupMPI) needs; Open MPI then locks inside every call. The
+ * default is plain MPI_Init (MPI_THREAD_SINGLE, no locks). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +28,13 @@ static long long parse_size(const char* s) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  const char* level = getenv("MPI_BENCH_THREAD_LEVEL");
+  if (level && !strcmp(level, "serialized")) {
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
   int rank, n;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);

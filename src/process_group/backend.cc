@@ -15,7 +15,11 @@ Status Backend::all_reduce_coalesced(const std::vector<Buffer>& buffers, ReduceO
   if (buffers.size() == 1) return all_reduce(buffers.front(), reduce_op, op);  // nothing to pack
   size_t bytes = 0;
   for (const Buffer& b : buffers) bytes += b.bytes();
-  std::vector<uint8_t> packed(bytes);
+  // Kept between calls (a group runs one operation at a time): DDP packs
+  // tens of megabytes every step, and a fresh vector would be allocated,
+  // zeroed and faulted in each time.
+  std::vector<uint8_t>& packed = coalesce_scratch_;
+  if (packed.size() < bytes) packed.resize(bytes);
   Buffer whole = buffers.front();
   whole.data = packed.data();
   whole.count = bytes / dtype_size(whole.dtype);

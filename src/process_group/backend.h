@@ -102,6 +102,7 @@ class Backend {
 
  private:
   std::string name_;
+  std::vector<uint8_t> coalesce_scratch_;  // all_reduce_coalesced's packed buffer, reused
 };
 
 }  // namespace cohort

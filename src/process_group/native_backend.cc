@@ -111,6 +111,15 @@ AlgoContext NativeBackend::context(const OpContext& op) {
   return AlgoContext{*transport_, op.sequence, op.deadline, *op.what, scratch_};
 }
 
+void NativeBackend::premultiply(const Buffer& buffer, ReduceOp reduce_op) {
+  if (reduce_op.kind == ReduceOp::PREMUL_SUM)
+    scale(buffer.dtype, buffer.data, buffer.count, reduce_op.factor);
+}
+
+double NativeBackend::folded_scale(ReduceOp reduce_op) const {
+  return reduce_op.kind == ReduceOp::AVG ? 1.0 / transport_->size() : 1.0;
+}
+
 Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext& op) {
   auto algorithm = choose(Collective::kBroadcast, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
@@ -124,16 +133,13 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
 Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) {
   auto algorithm = choose(Collective::kAllReduce, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
-  if (reduce_op.kind == ReduceOp::PREMUL_SUM)
-    scale(buffer.dtype, buffer.data, buffer.count, reduce_op.factor);
+  premultiply(buffer, reduce_op);
   AlgoContext c = context(op);
   Status st;
   if (algorithm.value() == Algorithm::kShmDirect) {
-    // AVG's division is folded into the reduction (DDP averages every
-    // gradient bucket this way): no second pass over the buffer.
-    const double post_scale = reduce_op.kind == ReduceOp::AVG ? 1.0 / transport_->size() : 1.0;
-    return direct_done(
-        shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op), post_scale), op);
+    return direct_done(shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op),
+                                      folded_scale(reduce_op)),
+                       op);
   }
   if (algorithm.value() == Algorithm::kHierarchical) {
     st = direct_done(hierarchical_all_reduce(c, buffer, algorithm_op(reduce_op)), op);
@@ -159,14 +165,11 @@ Status NativeBackend::all_reduce_coalesced(const std::vector<Buffer>& buffers, R
       !shm_all_reduce_reads_in_place(*transport_->shared_arena(), bytes, count)) {
     return Backend::all_reduce_coalesced(buffers, reduce_op, op);
   }
-  if (reduce_op.kind == ReduceOp::PREMUL_SUM) {
-    for (const Buffer& b : buffers) scale(b.dtype, b.data, b.count, reduce_op.factor);
-  }
-  const double post_scale = reduce_op.kind == ReduceOp::AVG ? 1.0 / transport_->size() : 1.0;
+  for (const Buffer& b : buffers) premultiply(b, reduce_op);
   AlgoContext c = context(op);
-  return direct_done(
-      shm_all_reduce_pieces(c, *transport_->shared_arena(), buffers, algorithm_op(reduce_op), post_scale),
-      op);
+  return direct_done(shm_all_reduce_pieces(c, *transport_->shared_arena(), buffers, algorithm_op(reduce_op),
+                                           folded_scale(reduce_op)),
+                     op);
 }
 
 Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) {

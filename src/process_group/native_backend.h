@@ -54,6 +54,14 @@ class NativeBackend : public Backend {
   // direct_done passes on a direct (shared-memory) algorithm's status; on
   // failure it first fails the transport, which tells the peers why.
   Status direct_done(Status st, const OpContext& op);
+  // premultiply applies PREMUL_SUM's factor to the input before an
+  // all_reduce (nothing for other ops).
+  static void premultiply(const Buffer& buffer, ReduceOp reduce_op);
+  // folded_scale is what the shared-memory all_reduce multiplies each
+  // reduced block by: 1/size for AVG, whose division is folded into the
+  // reduction (no second pass over the buffer; DDP averages every bucket
+  // this way), else 1.
+  double folded_scale(ReduceOp reduce_op) const;
   std::unique_ptr<Transport> transport_;
   Topology topology_ = Topology::kNetwork;
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)

@@ -65,6 +65,13 @@ TEST(InvalidArgumentTest, EveryCheckNamesTheProblemAndTheGroupGoesOn) {
       EXPECT_INVALID(g.gather({Buffer::of(f)}, Buffer::of(f), go), "must be empty on ranks other than dst");
     EXPECT_INVALID(g.send(Buffer::of(f), g.rank()), "cannot send to itself");
     EXPECT_INVALID(g.recv(Buffer::of(f), 5), "recv src is 5");
+    EXPECT_INVALID(g.all_reduce_coalesced({}), "buffers is empty");
+    EXPECT_INVALID(g.all_reduce_coalesced({Buffer::of(f), Buffer::of(i4)}),
+                   "buffers[1] is int32 but buffers[0] is float32");
+    EXPECT_INVALID(g.all_reduce_coalesced({Buffer::of(f), on_gpu}), "buffers[1] is on a CUDA device");
+    EXPECT_INVALID(g.all_reduce_coalesced({Buffer::of(f), Buffer{nullptr, 2, DType::kFloat32, Device{}}}),
+                   "null pointer with 2 elements");
+    EXPECT_INVALID(g.all_reduce_coalesced({Buffer::of(f)}, band), "BAND is not defined for float32");
     // Nothing was sent: the group still works.
     g.all_reduce(Buffer::of(f));
     EXPECT_EQ(f[0], 2.0f);
