@@ -54,7 +54,28 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
   }
-  const int barrier = !strcmp(c, "barrier");
+  /* Picked once, not by strcmp in every timed call (as cohort-bench). */
+  enum { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier } which;
+  double bus = 1;
+  if (!strcmp(c, "all_reduce")) {
+    which = kAllReduce;
+    bus = 2.0 * (n - 1) / n;
+  } else if (!strcmp(c, "all_gather")) {
+    which = kAllGather;
+    bus = (double)(n - 1) / n;
+  } else if (!strcmp(c, "reduce_scatter")) {
+    which = kReduceScatter;
+    bus = (double)(n - 1) / n;
+  } else if (!strcmp(c, "broadcast")) {
+    which = kBroadcast;
+  } else if (!strcmp(c, "barrier")) {
+    which = kBarrier;
+  } else {
+    if (rank == 0) fprintf(stderr, "mpi_bench: unknown collective '%s'\n", c);
+    MPI_Finalize();
+    return 2;
+  }
+  const int barrier = which == kBarrier;
   if (barrier) min_bytes = max_bytes = 0;
   float* in = malloc((size_t)max_bytes + 64);
   float* out = malloc((size_t)max_bytes + 64);
@@ -76,31 +97,30 @@ int main(int argc, char** argv) {
   for (long long bytes = min_bytes; bytes <= max_bytes;) {
     long long count = bytes / 4;
     int per_rank = 0;
-    if (!strcmp(c, "all_gather") || !strcmp(c, "reduce_scatter")) {
+    if (which == kAllGather || which == kReduceScatter) {
       per_rank = (int)(count / n > 0 ? count / n : 1);
       count = (long long)per_rank * n;
     }
-    double bus = 1;
     for (int i = -warmup; i < iters; ++i) {
       if (i == 0) MPI_Barrier(MPI_COMM_WORLD);
       static double t0;
       if (i == 0) t0 = MPI_Wtime();
-      if (!strcmp(c, "all_reduce")) {
-        MPI_Allreduce(MPI_IN_PLACE, in, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        bus = 2.0 * (n - 1) / n;
-      } else if (!strcmp(c, "all_gather")) {
-        MPI_Allgather(in, per_rank, MPI_FLOAT, out, per_rank, MPI_FLOAT, MPI_COMM_WORLD);
-        bus = (double)(n - 1) / n;
-      } else if (!strcmp(c, "reduce_scatter")) {
-        MPI_Reduce_scatter_block(in, out, per_rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        bus = (double)(n - 1) / n;
-      } else if (!strcmp(c, "broadcast")) {
-        MPI_Bcast(in, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-      } else if (barrier) {
-        MPI_Barrier(MPI_COMM_WORLD);
-      } else {
-        if (rank == 0) fprintf(stderr, "mpi_bench: unknown collective '%s'\n", c);
-        MPI_Abort(MPI_COMM_WORLD, 2);
+      switch (which) {
+        case kAllReduce:
+          MPI_Allreduce(MPI_IN_PLACE, in, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+          break;
+        case kAllGather:
+          MPI_Allgather(in, per_rank, MPI_FLOAT, out, per_rank, MPI_FLOAT, MPI_COMM_WORLD);
+          break;
+        case kReduceScatter:
+          MPI_Reduce_scatter_block(in, out, per_rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+          break;
+        case kBroadcast:
+          MPI_Bcast(in, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+          break;
+        case kBarrier:
+          MPI_Barrier(MPI_COMM_WORLD);
+          break;
       }
       if (i == iters - 1) {
         double us = (MPI_Wtime() - t0) * 1e6 / iters, slowest;
