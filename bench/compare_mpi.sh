@@ -4,7 +4,8 @@
 # configured by default (blocking MPI calls, on the caller's thread when the
 # group is idle), with COHORT_MPI_THREAD=worker (every call handed to the
 # group's worker thread) and with COHORT_MPI_WAIT=poll (non-blocking MPI
-# calls polled against the deadline); and raw Open MPI (bench/mpi_bench). Same sizes, ranks and iterations; each repeated REPS
+# calls polled against the deadline); and raw Open MPI (bench/mpi_bench), at
+# MPI_THREAD_SINGLE and at MPI_THREAD_SERIALIZED (cohort's level). Same sizes, ranks and iterations; each repeated REPS
 # times, alternating, so that all see the same machine load. Prints a
 # markdown table of median times and writes it to OUT_DIR/compare_mpi.md.
 #
@@ -40,6 +41,8 @@ for ((rep = 0; rep < REPS; rep++)); do
         COHORT_MPI_WAIT=poll mpirun_np "$p" build/tools/cohort-bench "$c" "${args[@]}" --backend mpi \
           >"$raw/mpi_poll.$c.$p.$sweep.$rep"
         mpirun_np "$p" build/bench/mpi_bench "$c" "${args[@]}" >"$raw/raw.$c.$p.$sweep.$rep"
+        MPI_BENCH_THREAD_LEVEL=serialized mpirun_np "$p" build/bench/mpi_bench "$c" "${args[@]}" \
+          >"$raw/raw_serialized.$c.$p.$sweep.$rep"
         unset -n args
       done
     done
@@ -62,20 +65,25 @@ def load(impl, coll, p):
 lines = [f"# cohort's mpi backend vs raw Open MPI, one host, time (us), median of {reps} runs", ""]
 for coll in colls:
     for p in ranks:
-        n, w, c, q, r = (load(i, coll, p) for i in ("native", "mpi_default", "mpi_worker", "mpi_poll", "raw"))
+        n, w, c, q, r, rs = (load(i, coll, p) for i in
+                             ("native", "mpi_default", "mpi_worker", "mpi_poll", "raw", "raw_serialized"))
         lines += [f"## {coll}, {p} ranks", "",
                   "| size (B) | cohort native | cohort mpi (default) | cohort mpi (worker) | cohort mpi (poll) "
-                  "| raw Open MPI | default / raw | worker / raw | poll / raw |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| raw Open MPI | raw, SERIALIZED | default / raw | default / raw SERIALIZED | worker / raw "
+                  "| poll / raw |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in sorted(r):
             f = lambda d: f"{d[s]:.2f}" if s in d else "-"
-            ratio = lambda d: f"{d[s] / r[s]:.2f}" if s in d and r[s] > 0 else "-"
-            lines.append(f"| {s} | {f(n)} | {f(w)} | {f(c)} | {f(q)} | {f(r)} | {ratio(w)} | {ratio(c)} "
-                         f"| {ratio(q)} |")
+            ratio = lambda d, base=r: f"{d[s] / base[s]:.2f}" if s in d and s in base and base[s] > 0 else "-"
+            lines.append(f"| {s} | {f(n)} | {f(w)} | {f(c)} | {f(q)} | {f(r)} | {f(rs)} | {ratio(w)} "
+                         f"| {ratio(w, rs)} | {ratio(c)} | {ratio(q)} |")
         lines.append("")
 lines.append("default: blocking MPI calls, on the caller's thread when the group is idle; "
              "worker: COHORT_MPI_THREAD=worker (every call on the group's worker thread); "
-             "poll: COHORT_MPI_WAIT=poll. x / raw: that time over raw MPI's (1.00 = no overhead).")
+             "poll: COHORT_MPI_WAIT=poll. raw Open MPI: bench/mpi_bench at MPI_THREAD_SINGLE (no locks in "
+             "Open MPI); raw, SERIALIZED: the same at MPI_THREAD_SERIALIZED, the level cohort's mpi backend "
+             "runs at (as torch's ProcessGroupMPI), in which Open MPI locks inside every call. "
+             "x / raw: that time over raw MPI's (1.00 = no overhead).")
 open(f"{out}/compare_mpi.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

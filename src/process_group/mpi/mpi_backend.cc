@@ -14,18 +14,6 @@
 namespace cohort {
 namespace {
 
-// Layout is a list of buffers as MPI's v-collectives want it: one base
-// address, counts and displacements in elements. `contiguous` is false when
-// the buffers do not lie back to back in order; then the backend copies
-// through a scratch buffer laid out like that.
-struct Layout {
-  std::vector<int> counts;
-  std::vector<int> displs;
-  size_t total = 0;
-  uint8_t* base = nullptr;
-  bool contiguous = true;
-};
-
 constexpr size_t kMaxCount = INT_MAX;
 
 // How often the watchdog looks at the blocking call in flight: a timeout
@@ -38,25 +26,28 @@ Status too_large(const std::string& what, size_t count) {
                           std::to_string(kMaxCount) + ")");
 }
 
-Result<Layout> layout_of(const std::vector<Buffer>& list, const std::string& what) {
-  Layout l;
+// layout_of lays `list` out as MPI's v-collectives want it (MpiLayout, in
+// mpi_backend.h), into `l`, whose vectors keep their capacity from call to
+// call: no allocation per collective once they are large enough.
+Status layout_of(const std::vector<Buffer>& list, const std::string& what, MpiLayout* l) {
+  l->clear();
   const size_t esize = list.empty() ? 1 : dtype_size(list[0].dtype);
   for (const Buffer& b : list) {
-    l.counts.push_back(static_cast<int>(b.count));
-    l.displs.push_back(static_cast<int>(l.total));
+    l->counts.push_back(static_cast<int>(b.count));
+    l->displs.push_back(static_cast<int>(l->total));
     if (b.count > 0) {
       uint8_t* at = static_cast<uint8_t*>(b.data);
-      if (l.base == nullptr) l.base = at - l.total * esize;
-      if (at != l.base + l.total * esize) l.contiguous = false;
+      if (l->base == nullptr) l->base = at - l->total * esize;
+      if (at != l->base + l->total * esize) l->contiguous = false;
     }
-    l.total += b.count;
-    if (l.total > kMaxCount) return too_large(what, l.total);
+    l->total += b.count;
+    if (l->total > kMaxCount) return too_large(what, l->total);
   }
-  return l;
+  return Status::ok_status();
 }
 
 // pack copies the list into `into` back to back (as `l` lays it out).
-uint8_t* pack(const std::vector<Buffer>& list, const Layout& l, std::vector<uint8_t>& into) {
+uint8_t* pack(const std::vector<Buffer>& list, const MpiLayout& l, std::vector<uint8_t>& into) {
   const size_t esize = list.empty() ? 1 : dtype_size(list[0].dtype);
   into.resize(l.total * esize + 1);
   for (size_t q = 0; q < list.size(); ++q) {
@@ -65,7 +56,7 @@ uint8_t* pack(const std::vector<Buffer>& list, const Layout& l, std::vector<uint
   return into.data();
 }
 
-void unpack(const std::vector<Buffer>& list, const Layout& l, const uint8_t* from) {
+void unpack(const std::vector<Buffer>& list, const MpiLayout& l, const uint8_t* from) {
   const size_t esize = list.empty() ? 1 : dtype_size(list[0].dtype);
   for (size_t q = 0; q < list.size(); ++q) {
     if (list[q].count) std::memcpy(list[q].data, from + l.displs[q] * esize, list[q].bytes());
@@ -313,9 +304,9 @@ Status MpiBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op, co
 }
 
 Status MpiBackend::all_gather(const std::vector<Buffer>& outputs, const Buffer& input, const OpContext& op) {
-  auto layout = layout_of(outputs, *op.what);
-  if (!layout.ok()) return layout.status();
-  const Layout& l = layout.value();
+  Status laid = layout_of(outputs, *op.what, &out_layout_);
+  if (!laid.ok()) return laid;
+  const MpiLayout& l = out_layout_;
   const MPI_Datatype type = mpi::datatype(input.dtype);
   uint8_t* recv = l.base;
   if (!l.contiguous) {
@@ -342,13 +333,13 @@ Status MpiBackend::gather(const std::vector<Buffer>& outputs, const Buffer& inpu
                           const OpContext& op) {
   if (input.count > kMaxCount) return too_large(*op.what, input.count);
   const MPI_Datatype type = mpi::datatype(input.dtype);
-  Layout l;
+  MpiLayout& l = out_layout_;
+  l.clear();  // only the root's counts matter
   uint8_t* recv = nullptr;
   bool in_place = false;
   if (rank_ == root) {
-    auto layout = layout_of(outputs, *op.what);
-    if (!layout.ok()) return layout.status();
-    l = std::move(layout.value());
+    Status laid = layout_of(outputs, *op.what, &l);
+    if (!laid.ok()) return laid;
     if (l.contiguous) {
       recv = l.base;
       in_place = input.count && input.data == outputs[rank_].data;
@@ -368,13 +359,13 @@ Status MpiBackend::scatter(const Buffer& output, const std::vector<Buffer>& inpu
                            const OpContext& op) {
   if (output.count > kMaxCount) return too_large(*op.what, output.count);
   const MPI_Datatype type = mpi::datatype(output.dtype);
-  Layout l;
+  MpiLayout& l = in_layout_;
+  l.clear();  // only the root's counts matter
   uint8_t* send = nullptr;
   bool in_place = false;
   if (rank_ == root) {
-    auto layout = layout_of(inputs, *op.what);
-    if (!layout.ok()) return layout.status();
-    l = std::move(layout.value());
+    Status laid = layout_of(inputs, *op.what, &l);
+    if (!laid.ok()) return laid;
     send = l.contiguous ? l.base : pack(inputs, l, staging_);
     in_place = l.contiguous && output.count && output.data == inputs[rank_].data;
   }
@@ -387,9 +378,9 @@ Status MpiBackend::reduce_scatter(const Buffer& output, const std::vector<Buffer
                                   const OpContext& op) {
   auto mpi_op = mpi::reduce_operation(output.dtype, reduce_op.kind);
   if (!mpi_op.ok()) return mpi_op.status();
-  auto layout = layout_of(inputs, *op.what);
-  if (!layout.ok()) return layout.status();
-  const Layout& l = layout.value();
+  Status laid = layout_of(inputs, *op.what, &in_layout_);
+  if (!laid.ok()) return laid;
+  const MpiLayout& l = in_layout_;
   const size_t esize = dtype_size(output.dtype);
   uint8_t* send = l.base;
   // MPI_Reduce_scatter wants the inputs back to back and the output apart
@@ -415,12 +406,11 @@ Status MpiBackend::reduce_scatter(const Buffer& output, const std::vector<Buffer
 
 Status MpiBackend::all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
                               const OpContext& op) {
-  auto in_layout = layout_of(inputs, *op.what);
-  if (!in_layout.ok()) return in_layout.status();
-  auto out_layout = layout_of(outputs, *op.what);
-  if (!out_layout.ok()) return out_layout.status();
-  const Layout& in = in_layout.value();
-  const Layout& out = out_layout.value();
+  Status laid = layout_of(inputs, *op.what, &in_layout_);
+  if (laid.ok()) laid = layout_of(outputs, *op.what, &out_layout_);
+  if (!laid.ok()) return laid;
+  const MpiLayout& in = in_layout_;
+  const MpiLayout& out = out_layout_;
   const MPI_Datatype type = mpi::datatype(inputs[0].dtype);
   const size_t esize = dtype_size(inputs[0].dtype);
   uint8_t* recv = out.base;

@@ -32,6 +32,26 @@
 
 namespace cohort {
 
+// MpiLayout is a list of buffers as MPI's v-collectives want it: one base
+// address, counts and displacements in elements. `contiguous` is false when
+// the buffers do not lie back to back in order; then the backend copies
+// through a scratch buffer laid out like that.
+struct MpiLayout {
+  std::vector<int> counts;
+  std::vector<int> displs;
+  size_t total = 0;
+  uint8_t* base = nullptr;
+  bool contiguous = true;
+  // clear empties it and keeps the vectors' capacity.
+  void clear() {
+    counts.clear();
+    displs.clear();
+    total = 0;
+    base = nullptr;
+    contiguous = true;
+  }
+};
+
 class MpiBackend : public Backend {
  public:
   // create makes the backend of the group of MPI_COMM_WORLD ranks
@@ -117,6 +137,7 @@ class MpiBackend : public Backend {
   const OpContext* watched_ = nullptr;  // the blocking call in flight (guarded by watch_mu_)
   const char* watched_call_ = "";
   bool stop_watchdog_ = false;
+  MpiLayout in_layout_, out_layout_;   // reused by every operation, as the buffers below
   std::vector<uint8_t> scratch_;       // reused by every operation (worker thread only)
   std::vector<uint8_t> staging_;       // a second one, for copies of inputs
   std::vector<MPI_Request> requests_;  // point-to-point, parallel to pending_
