@@ -185,12 +185,15 @@ constexpr size_t kReadChunkBytes = 256 * 1024;
 
 // begin_single_copy stamps this rank's op and buffer address, waits until
 // every rank has (so their buffers are ready to read), and checks that all
-// run the same op.
-Status begin_single_copy(AlgoContext& c, shm::Arena& a, shm::Arena::Stamp mine, const void* buffer,
-                         int* half) {
-  mine.address = reinterpret_cast<uint64_t>(buffer);
+// run the same op. `in_slot` bytes at `buffer`, when given, go into this
+// rank's slot instead, read by the others as plain shared memory (no
+// system call), and the address stamped is 0.
+Status begin_single_copy(AlgoContext& c, shm::Arena& a, shm::Arena::Stamp mine, const void* buffer, int* half,
+                         size_t in_slot = 0) {
+  mine.address = in_slot ? 0 : reinterpret_cast<uint64_t>(buffer);
   Status st = next_half(c, a, true, half);
   if (!st.ok()) return st;
+  if (in_slot) std::memcpy(a.slot(a.local_index(), *half), buffer, in_slot);
   a.stamp(*half, mine);
   st = arrive_and_wait_all(c, a);
   if (st.ok()) st = check_stamps(a, -1, *half, mine, c.what);
@@ -231,17 +234,31 @@ void for_each_run(const std::vector<Piece>& pieces, size_t es, size_t first, siz
   }
 }
 
-// read_table reads local rank q's table of pieces (its length first).
-Status read_table(AlgoContext& c, shm::Arena& a, int q, uint64_t address, std::vector<Piece>* out) {
+// read_table reads local rank q's table of pieces (its length first): from
+// its slot `half` when it stamped address 0, else from its memory.
+Status read_table(AlgoContext& c, shm::Arena& a, int q, int half, std::vector<Piece>* out) {
+  const uint64_t address = a.stamp_of(q, half).address;
+  const uint8_t* slot = a.slot(q, half);
   uint64_t n = 0;
-  Status st = read_peer(c, a, q, &n, address, sizeof n);
-  if (!st.ok()) return st;
-  if (n > (uint64_t{1} << 24)) {
+  Status st;
+  if (address == 0) {
+    std::memcpy(&n, slot, sizeof n);
+  } else {
+    st = read_peer(c, a, q, &n, address, sizeof n);
+    if (!st.ok()) return st;
+  }
+  const uint64_t most = address == 0 ? (a.slot_bytes() - sizeof n) / sizeof(Piece) : uint64_t{1} << 24;
+  if (n > most) {
     return Status(StatusCode::kDesync, "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) +
                                            " published " + std::to_string(n) + " pieces for " + c.what);
   }
   out->resize(n);
-  return n ? read_peer(c, a, q, out->data(), address + sizeof n, n * sizeof(Piece)) : st;
+  if (n == 0) return st;
+  if (address == 0) {
+    std::memcpy(out->data(), slot + sizeof n, n * sizeof(Piece));
+    return st;
+  }
+  return read_peer(c, a, q, out->data(), address + sizeof n, n * sizeof(Piece));
 }
 
 // all_reduce_pieces_single_copy reduces the concatenation of several
@@ -264,13 +281,16 @@ Status all_reduce_pieces_single_copy(AlgoContext& c, shm::Arena& a, const std::v
     table.push_back(mine.back().count);
     total += b.count;
   }
+  // The table goes into this rank's slot when it fits (a plain all_reduce's
+  // 24 bytes always do): the others read it without a system call.
+  const size_t table_bytes = table.size() * sizeof table[0];
   int half;
-  Status st =
-      begin_single_copy(c, a, op_stamp(c, Collective::kAllReduce, -1, total * es), table.data(), &half);
+  Status st = begin_single_copy(c, a, op_stamp(c, Collective::kAllReduce, -1, total * es), table.data(),
+                                &half, table_bytes <= a.slot_bytes() ? table_bytes : 0);
   if (!st.ok()) return st;
   std::vector<std::vector<Piece>> theirs(static_cast<size_t>(p));
   for (int q = 0; q < p && st.ok(); ++q) {
-    if (q != me) st = read_table(c, a, q, a.stamp_of(q, half).address, &theirs[static_cast<size_t>(q)]);
+    if (q != me) st = read_table(c, a, q, half, &theirs[static_cast<size_t>(q)]);
   }
   if (!st.ok()) return st;
   // Reduce this rank's block of everyone's pieces into its own pieces.

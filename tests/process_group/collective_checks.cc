@@ -55,11 +55,22 @@ void check_all_reduce_every_dtype_op_and_size(ProcessGroup& g) {
 void check_all_reduce_coalesced_with_splits_that_differ_by_rank(ProcessGroup& g) {
   const int world = g.size();
   const DType d = DType::kFloat32;
-  for (size_t n : {size_t{10}, size_t{300001}}) {
+  // The last case cuts rank 0's buffer into ~100000 pieces: more than a
+  // shared-memory slot can list (1 MiB / 16 bytes a piece), so rank 0
+  // publishes its table from its own memory and the others from their slot.
+  struct Case {
+    size_t n;
+    bool tiny_pieces_on_rank0;
+  };
+  for (Case c : {Case{10, false}, Case{300001, false}, Case{300001, true}}) {
+    const size_t n = c.n;
     for (ReduceOp op : ops_for(d)) {
+      if (c.tiny_pieces_on_rank0 && op.kind != ReduceOp::SUM) continue;
+      const bool tiny = c.tiny_pieces_on_rank0 && g.rank() == 0;
       std::vector<TypedBuffer> pieces;
       for (size_t at = 0, k = 0; at < n; ++k) {
-        const size_t len = std::min(n - at, n / static_cast<size_t>(g.rank() + 2) + 7 * k + 1);
+        const size_t len =
+            std::min(n - at, tiny ? 1 + k % 5 : n / static_cast<size_t>(g.rank() + 2) + 7 * k + 1);
         pieces.emplace_back(d, len);
         for (size_t i = 0; i < len; ++i) pieces.back().set(i, contribution(d, op, g.rank(), at + i));
         if (k == 0) pieces.emplace_back(d, 0);
