@@ -18,6 +18,15 @@ shift || true
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 export OMP_NUM_THREADS=1
+# keep_result adds the result line of the run just made (in $out/run) to
+# $out/results, or says on stderr that the run gave none, with its last lines:
+# one failed run must not end the comparison.
+keep_result() {  # model implementation
+  if ! grep -o "ddp_bench $2.*" "$out/run" | sed "s/^/$1 /" >>"$out/results"; then
+    echo "compare_ddp: a $2 run of $1 gave no result; its last lines:" >&2
+    tail -5 "$out/run" >&2
+  fi
+}
 # model, batch per rank, extra flags for both implementations
 configs=("mlp 16" "mlp 64" "cnn 16" "cnn 64" "mlp 16 --gradient-as-bucket-view" "mlp 64 --gradient-as-bucket-view")
 for config in "${configs[@]}"; do
@@ -25,12 +34,13 @@ for config in "${configs[@]}"; do
   for ((i = 0; i < REPS; i++)); do
     # shellcheck disable=SC2086
     build/tools/cohortrun --standalone --nproc-per-node 2 build/bench/ddp_bench --model "$model" --batch "$batch" \
-      $flags "$@" 2>/dev/null | grep -o 'ddp_bench cohort.*' | sed "s/^/$model /" >>"$out/results"
+      $flags "$@" >"$out/run" 2>&1 || true
+    keep_result "$model" cohort
     # Debian's torch 1.13 under Python 3.11 cannot parse -r 0 / -t 0: -r 1 -t 1.
     # shellcheck disable=SC2086
     /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 -r 1 -t 1 bench/ddp_bench_torch.py \
-      --model "$model" --batch "$batch" $flags 2>/dev/null | grep -o 'ddp_bench torch.*' | sed "s/^/$model /" \
-      >>"$out/results"
+      --model "$model" --batch "$batch" $flags >"$out/run" 2>&1 || true
+    keep_result "$model" torch
   done
 done
 /usr/bin/python3 - "$out/results" "$REPS" <<'PY'
