@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -107,7 +108,7 @@ class ProcessGroup {
   std::string backend_name() const;
   // sequence_number is how many collectives were issued on this group (the
   // same on every rank when they agree; point-to-point is counted apart).
-  uint64_t sequence_number() const { return sequence_.load(); }
+  uint64_t sequence_number() const { return gate_.load() >> kSequenceShift; }
 
   std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& options = {});
   std::shared_ptr<Work> all_reduce(const Buffer& buffer, const AllReduceOptions& options = {});
@@ -179,14 +180,14 @@ class ProcessGroup {
   // enqueue numbers an operation and queues `run` for the worker; waits
   // for it unless options.async_op. `shape` is what the flight recorder
   // keeps of its arguments.
-  std::shared_ptr<Work> enqueue(const std::string& op, const OpShape& shape, const CollectiveOptions& options,
+  std::shared_ptr<Work> enqueue(std::string_view op, const OpShape& shape, const CollectiveOptions& options,
                                 std::function<void(Work&, const OpContext&)> run, bool is_collective);
   // collective runs a backend call that returns a Status: at once on the
   // caller's thread when the call blocks and the group is idle (without
   // allocating: it returns done_work_), else through enqueue. Defined in
   // process_group_ops.cc, where every collective is.
   template <class Run>
-  std::shared_ptr<Work> collective(const std::string& op, const OpShape& shape,
+  std::shared_ptr<Work> collective(std::string_view op, const OpShape& shape,
                                    const CollectiveOptions& options, Run run);
   // claim_inline numbers a blocking collective and makes this thread the
   // one driving the backend, if the group is idle; release_inline ends it.
@@ -207,16 +208,32 @@ class ProcessGroup {
   const std::string name_;
   const std::chrono::milliseconds timeout_;
   const std::shared_ptr<Store> store_;
-  std::atomic<uint64_t> sequence_{0};      // collectives
   std::atomic<uint64_t> p2p_sequence_{0};  // sends and receives
+
+  // gate_ holds who may drive the backend and the collectives' numbering
+  // in one word, so that a blocking collective on an idle group claims the
+  // backend and its number with one compare-and-swap (no lock):
+  //  - kDriving: one thread (the worker, or a caller running its blocking
+  //    collective itself) drives the backend; set and cleared by it;
+  //  - kQueued: queue_ is not empty; changed under mu_ only;
+  //  - kStopping: the group is being destroyed; set under mu_;
+  //  - the bits from kSequenceShift up: the last collective number given
+  //    out. Numbering and queueing happen in one atomic step, so numbers
+  //    follow the order in which operations run.
+  static constexpr uint64_t kDriving = 1, kQueued = 2, kStopping = 4;
+  static constexpr int kSequenceShift = 3;
+  static constexpr uint64_t kOneSequence = uint64_t{1} << kSequenceShift;
+  std::atomic<uint64_t> gate_{0};
+  // try_drive sets kDriving unless another thread drives (clearing
+  // kQueued too when `last` is true: the caller pops the last queued
+  // item); stop_driving clears it. Acquire and release: each driver sees
+  // what the one before it did to the backend.
+  bool try_drive(bool last);
+  void stop_driving() { gate_.fetch_and(~kDriving, std::memory_order_release); }
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<Work>, Task>> queue_;  // guarded by mu_
-  bool stopping_ = false;                                     // guarded by mu_
-  // driving_ is true while one thread (the worker, or a caller running its
-  // blocking operation itself) drives the backend; guarded by mu_.
-  bool driving_ = false;
   // Why the group refuses work; touched only by the thread driving.
   std::exception_ptr broken_;
   // What a blocking collective run on the caller's thread returns: one

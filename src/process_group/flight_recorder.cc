@@ -78,7 +78,7 @@ void FlightRecorder::raise_to(std::atomic<uint64_t>& counter, uint64_t value) {
   if (counter.load(std::memory_order_relaxed) < value) counter.store(value, std::memory_order_relaxed);
 }
 
-TraceTicket FlightRecorder::record(const std::string& op, const OpShape& shape, uint64_t sequence,
+TraceTicket FlightRecorder::record(std::string_view op, const OpShape& shape, uint64_t sequence,
                                    bool collective, OpState state, int64_t now) {
   raise_to(counters(collective).enqueued, sequence);
   if (slots_.empty()) return TraceTicket{0, sequence, collective};
@@ -100,14 +100,14 @@ TraceTicket FlightRecorder::record(const std::string& op, const OpShape& shape, 
   return TraceTicket{id, sequence, collective};
 }
 
-TraceTicket FlightRecorder::scheduled(const std::string& op, const OpShape& shape, uint64_t sequence,
+TraceTicket FlightRecorder::scheduled(std::string_view op, const OpShape& shape, uint64_t sequence,
                                       bool collective) {
   const int64_t now = trace_clock_ns();
   std::lock_guard<SpinLock> lock(mu_);
   return record(op, shape, sequence, collective, OpState::kScheduled, now);
 }
 
-TraceTicket FlightRecorder::began(const std::string& op, const OpShape& shape, uint64_t sequence,
+TraceTicket FlightRecorder::began(std::string_view op, const OpShape& shape, uint64_t sequence,
                                   std::chrono::steady_clock::time_point at) {
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
   running_since_ns_.store(now, std::memory_order_relaxed);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cohort/types.h"
@@ -96,10 +97,10 @@ class FlightRecorder {
 
   // scheduled records an operation that was given `sequence` and queued;
   // its name is the first word of `op` ("send" of "send to 3 tag 0").
-  TraceTicket scheduled(const std::string& op, const OpShape& shape, uint64_t sequence, bool collective);
+  TraceTicket scheduled(std::string_view op, const OpShape& shape, uint64_t sequence, bool collective);
   // began records a collective that starts at once (on the caller's
   // thread), at `now` (the caller has just read the clock).
-  TraceTicket began(const std::string& op, const OpShape& shape, uint64_t sequence,
+  TraceTicket began(std::string_view op, const OpShape& shape, uint64_t sequence,
                     std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   // started and finished are called by the thread driving the operation;
   // `error` is null on success.
@@ -124,7 +125,7 @@ class FlightRecorder {
     std::atomic<uint64_t> finished{0};
   };
   // record fills the next slot; mu_ held.
-  TraceTicket record(const std::string& op, const OpShape& shape, uint64_t sequence, bool collective,
+  TraceTicket record(std::string_view op, const OpShape& shape, uint64_t sequence, bool collective,
                      OpState state, int64_t now);
   // slot_of returns the slot of `ticket` while it still holds that entry
   // (a long-pending operation may be overwritten by newer ones); mu_ held.

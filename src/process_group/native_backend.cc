@@ -5,6 +5,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/shm_direct.h"
+#include "common/config_registry.h"
 #include "common/debug_level.h"
 #include "common/logging.h"
 #include "reduce/reduce.h"
@@ -40,7 +41,11 @@ NativeBackend::NativeBackend(std::unique_ptr<Transport> transport)
 }
 
 Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, const OpContext& op) {
+  LastChoice& last = last_choice_[static_cast<size_t>(collective)];
+  const uint64_t generation = config_generation();
+  if (last.generation == generation && last.bytes == bytes && !log_choices_) return last.algorithm;
   auto algorithm = choose_algorithm(collective, bytes, transport_->size(), topology_);
+  if (algorithm.ok()) last = LastChoice{generation, bytes, algorithm.value()};
   if (log_choices_ && algorithm.ok())
     choice_log_.note(collective, bytes, algorithm.value(), topology_, transport_->size(), *op.what);
   return algorithm;

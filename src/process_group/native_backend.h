@@ -67,6 +67,15 @@ class NativeBackend : public Backend {
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)
   std::vector<uint8_t> premul_;   // PREMUL_SUM's scaled copy of the inputs
   bool log_choices_ = false;      // COHORT_DEBUG is info or detail, read at creation
+  // The last choice per collective, reused while the size and the config
+  // stay the same (a table walk and a config check cost as much as a small
+  // collective over shared memory); touched by the driving thread only.
+  struct LastChoice {
+    uint64_t generation = ~uint64_t{0};
+    size_t bytes = 0;
+    Algorithm algorithm = Algorithm::kDirect;
+  };
+  LastChoice last_choice_[static_cast<size_t>(Collective::kBarrier) + 1];
   ChoiceLog choice_log_;
   std::vector<SendRequest> fingerprint_sends_;  // reused by exchange_fingerprints
   std::vector<RecvRequest> fingerprint_recvs_;

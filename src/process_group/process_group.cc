@@ -42,7 +42,7 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vect
 ProcessGroup::~ProcessGroup() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    gate_.fetch_or(kStopping);
   }
   cv_.notify_all();
   backend_->wake();
@@ -63,40 +63,55 @@ void ProcessGroup::check_rank(int r, const char* what) const {
   }
 }
 
+bool ProcessGroup::try_drive(bool last) {
+  uint64_t g = gate_.load(std::memory_order_relaxed);
+  do {
+    if (g & kDriving) return false;
+  } while (!gate_.compare_exchange_weak(g, (g | kDriving) & ~(last ? kQueued : 0), std::memory_order_acquire,
+                                        std::memory_order_relaxed));
+  return true;
+}
+
 void ProcessGroup::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    std::pair<std::shared_ptr<Work>, Task> item;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      while ((queue_.empty() || driving_) && !stopping_) {
-        if (!driving_ && backend_->has_pending()) {
-          // isend/irecv in flight: drive them until new work (or stop) wakes us.
-          driving_ = true;
-          lock.unlock();
-          backend_->progress(Deadline::never());
-          lock.lock();
-          driving_ = false;
-        } else {
-          cv_.wait(lock);
-        }
+    if (gate_.load(std::memory_order_relaxed) & kStopping) break;  // what is still queued is cancelled below
+    if (!queue_.empty()) {
+      // A caller that runs its collective itself wakes us when it is done
+      // (release_inline sees kQueued).
+      if (!try_drive(queue_.size() == 1)) {
+        cv_.wait(lock);
+        continue;
       }
-      if (stopping_) break;  // what is still queued is cancelled below
-      item = std::move(queue_.front());
+      std::pair<std::shared_ptr<Work>, Task> item = std::move(queue_.front());
       queue_.pop_front();
-      driving_ = true;
+      lock.unlock();
+      run_task(*item.first, item.second);
+      stop_driving();
+      item = {};
+      lock.lock();
+      continue;
     }
-    run_task(*item.first, item.second);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      driving_ = false;
+    // Nothing queued: drive isend/irecv in flight until new work (or stop)
+    // wakes us. Only a driver may look at the backend.
+    if (try_drive(false)) {
+      if (backend_->has_pending()) {
+        lock.unlock();
+        backend_->progress(Deadline::never());
+        stop_driving();
+        lock.lock();
+        continue;
+      }
+      stop_driving();
     }
+    // Holding mu_ from the checks above to here: whoever queues work or
+    // leaves requests in flight notifies under mu_, so no wake-up is lost.
+    cv_.wait(lock);
   }
   // Whatever is still queued fails with a clear reason, each Work once.
   std::deque<std::pair<std::shared_ptr<Work>, Task>> left;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    left.swap(queue_);
-  }
+  left.swap(queue_);
+  lock.unlock();
   for (auto& item : left) {
     item.first->complete(status_exception(
         Status(StatusCode::kBackendError,
@@ -114,7 +129,7 @@ void ProcessGroup::run_task(Work& work, const Task& task) {
   }
 }
 
-std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const OpShape& shape,
+std::shared_ptr<Work> ProcessGroup::enqueue(std::string_view op, const OpShape& shape,
                                             const CollectiveOptions& options,
                                             std::function<void(Work&, const OpContext&)> run,
                                             bool is_collective) {
@@ -124,12 +139,23 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const OpShape
   std::shared_ptr<Work> work;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) throw InvalidArgument(op + ": group " + name_ + " is being destroyed");
-    // Numbered under the queue's lock, so that numbers follow queue order
-    // even when several threads issue operations. Collectives are numbered
-    // alike on every rank (their messages carry the number); point-to-point
-    // calls need not match up, so they count apart.
-    const uint64_t seq = is_collective ? ++sequence_ : ++p2p_sequence_;
+    uint64_t g = gate_.load(std::memory_order_relaxed);
+    if (g & kStopping) throw InvalidArgument(std::string(op) + ": group " + name_ + " is being destroyed");
+    // Numbered and marked queued in one step, under the queue's lock, so
+    // that numbers follow queue order even when several threads issue
+    // operations and a caller claims the group inline meanwhile.
+    // Collectives are numbered alike on every rank (their messages carry
+    // the number); point-to-point calls need not match up, so they count
+    // apart.
+    uint64_t seq;
+    if (is_collective) {
+      while (!gate_.compare_exchange_weak(g, (g + kOneSequence) | kQueued, std::memory_order_relaxed)) {
+      }
+      seq = (g >> kSequenceShift) + 1;
+    } else {
+      gate_.fetch_or(kQueued, std::memory_order_relaxed);
+      seq = ++p2p_sequence_;
+    }
     std::string text;
     text.reserve(op.size() + name_.size() + 40);
     text.append(op).append(is_collective ? " #" : " (p2p #").append(std::to_string(seq));
@@ -149,23 +175,25 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, const OpShape
 }
 
 bool ProcessGroup::claim_inline(uint64_t* sequence) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_ || driving_ || !queue_.empty()) return false;
-  driving_ = true;
-  *sequence = ++sequence_;
+  uint64_t g = gate_.load(std::memory_order_relaxed);
+  if (g & (kDriving | kQueued | kStopping)) return false;
+  if (!gate_.compare_exchange_strong(g, (g + kOneSequence) | kDriving, std::memory_order_acquire,
+                                     std::memory_order_relaxed))
+    return false;  // someone queued or claimed meanwhile: queue behind them
+  *sequence = (g >> kSequenceShift) + 1;
   return true;
 }
 
 void ProcessGroup::release_inline() {
-  bool wake;
-  {
+  // Requests left in flight, or work queued meanwhile, need the worker.
+  // Asked while this thread still drives: only a driver may look.
+  const bool pending = backend_->has_pending();
+  const uint64_t g = gate_.fetch_and(~kDriving, std::memory_order_release);
+  if (pending || (g & kQueued)) {
+    // Under mu_: the worker checks the gate and sleeps while holding it.
     std::lock_guard<std::mutex> lock(mu_);
-    // Work queued meanwhile, or requests left in flight, need the worker.
-    wake = !queue_.empty() || backend_->has_pending();
-    driving_ = false;
+    cv_.notify_one();
   }
-  // Only then: a needless wake-up costs more than a small collective.
-  if (wake) cv_.notify_one();
 }
 
 // mark_broken makes the group refuse new work after `what` failed: its

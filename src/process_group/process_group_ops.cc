@@ -2,6 +2,8 @@
 // caller's thread, and throws InvalidArgument naming what is wrong before
 // anything is queued or sent.
 #include <charconv>
+#include <cstring>
+#include <string_view>
 #include <numeric>
 
 #include "cohort/errors.h"
@@ -14,45 +16,56 @@
 namespace cohort {
 namespace {
 
-[[noreturn]] void bad(const std::string& op, const std::string& why) {
-  throw InvalidArgument(op + ": " + why);
+[[noreturn]] void bad(std::string_view op, const std::string& why) {
+  throw InvalidArgument(std::string(op) + ": " + why);
 }
 
 const char* device_name(DeviceType type) {
   return type == DeviceType::kCUDA ? "a CUDA device" : "the CPU";
 }
 
-void check_buffer(const std::string& op, const Buffer& b, const std::string& name, const Backend& backend) {
+// item_name is "outputs[3]" for (list "outputs", index 3), or the name
+// alone for index -1. Built only for an error message: on the hot path the
+// checks pass and no string is made.
+std::string item_name(std::string_view list, int index) {
+  std::string name(list);
+  if (index >= 0) name += "[" + std::to_string(index) + "]";
+  return name;
+}
+
+void check_buffer(std::string_view op, const Buffer& b, std::string_view name, const Backend& backend,
+                  int index = -1) {
   if (b.data == nullptr && b.count > 0) {
-    bad(op, name + " is a null pointer with " + std::to_string(b.count) + " elements");
+    bad(op, item_name(name, index) + " is a null pointer with " + std::to_string(b.count) + " elements");
   }
   if (!backend.supports_device(b.device.type)) {
-    bad(op, name + " is on " + device_name(b.device.type) + " but backend " + backend.name() +
+    bad(op, item_name(name, index) + " is on " + device_name(b.device.type) + " but backend " + backend.name() +
                 " has no backend for it (per device, e.g. backend \"cpu:cohort,cuda:nccl\")");
   }
 }
 
-void check_dtype(const std::string& op, const Buffer& expected, const Buffer& b, const std::string& name) {
+void check_dtype(std::string_view op, const Buffer& expected, const Buffer& b, std::string_view name,
+                 int index = -1) {
   if (expected.dtype != b.dtype) {
-    bad(op, name + " is " + dtype_name(b.dtype) + " but the input is " + dtype_name(expected.dtype));
+    bad(op, item_name(name, index) + " is " + dtype_name(b.dtype) + " but the input is " +
+                dtype_name(expected.dtype));
   }
   if (expected.device.type != b.device.type) {
-    bad(op, name + " is on " + device_name(b.device.type) + " but the input is on " +
+    bad(op, item_name(name, index) + " is on " + device_name(b.device.type) + " but the input is on " +
                 device_name(expected.device.type));
   }
 }
 
-void check_list(const std::string& op, const std::vector<Buffer>& list, const std::string& name, int expected,
+void check_list(std::string_view op, const std::vector<Buffer>& list, std::string_view name, int expected,
                 const Backend& backend) {
   if (static_cast<int>(list.size()) != expected) {
-    bad(op, name + " has " + std::to_string(list.size()) + " buffers; the group has " +
+    bad(op, std::string(name) + " has " + std::to_string(list.size()) + " buffers; the group has " +
                 std::to_string(expected) + " ranks");
   }
-  for (size_t i = 0; i < list.size(); ++i)
-    check_buffer(op, list[i], name + "[" + std::to_string(i) + "]", backend);
+  for (size_t i = 0; i < list.size(); ++i) check_buffer(op, list[i], name, backend, static_cast<int>(i));
 }
 
-void check_reduce(const std::string& op, const Buffer& b, ReduceOp reduce_op) {
+void check_reduce(std::string_view op, const Buffer& b, ReduceOp reduce_op) {
   Status st = check_reduce_op(b.dtype, reduce_op);
   if (!st.ok()) bad(op, st.message());
 }
@@ -70,11 +83,19 @@ void fail_on(const Status& st, std::exception_ptr* error) {
 }
 
 // describe_into writes "all_reduce #5 of group g" into `out`, reusing its
-// capacity (no allocation once it is large enough).
-void describe_into(std::string* out, const std::string& op, uint64_t sequence, const std::string& group) {
+// capacity (no allocation once it is large enough). One resize and plain
+// copies: it runs for every blocking collective, so it is kept to a few
+// dozen instructions.
+void describe_into(std::string* out, std::string_view op, uint64_t sequence, const std::string& group) {
+  constexpr std::string_view kOfGroup = " of group ";
   char number[24] = " #";
-  const auto end = std::to_chars(number + 2, number + sizeof number, sequence).ptr;
-  out->assign(op).append(number, static_cast<size_t>(end - number)).append(" of group ").append(group);
+  const size_t digits = static_cast<size_t>(std::to_chars(number + 2, number + sizeof number, sequence).ptr - number);
+  out->resize(op.size() + digits + kOfGroup.size() + group.size());
+  char* at = out->data();
+  std::memcpy(at, op.data(), op.size());
+  std::memcpy(at += op.size(), number, digits);
+  std::memcpy(at += digits, kOfGroup.data(), kOfGroup.size());
+  std::memcpy(at + kOfGroup.size(), group.data(), group.size());
 }
 
 size_t elements_in(const std::vector<Buffer>& list) {
@@ -92,7 +113,7 @@ bool ProcessGroup::agree(const Fingerprint& mine, const OpContext& op, std::exce
 }
 
 template <class Run>
-std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const OpShape& shape,
+std::shared_ptr<Work> ProcessGroup::collective(std::string_view op, const OpShape& shape,
                                                const CollectiveOptions& options, Run run) {
   uint64_t sequence;
   if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
@@ -134,7 +155,7 @@ std::shared_ptr<Work> ProcessGroup::collective(const std::string& op, const OpSh
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const BroadcastOptions& o) {
-  const std::string op = "broadcast";
+  const std::string_view op = "broadcast";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.src, "broadcast src");
   const OpShape shape = shape_of(buffer, o.src);
@@ -147,7 +168,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const Broadc
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllReduceOptions& o) {
-  const std::string op = "all_reduce";
+  const std::string_view op = "all_reduce";
   check_buffer(op, buffer, "buffer", *backend_);
   check_reduce(op, buffer, o.op);
   const OpShape shape = shape_of(buffer);
@@ -161,17 +182,16 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllRe
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffer>& buffers,
                                                          const AllReduceOptions& o) {
-  const std::string op = "all_reduce_coalesced";
+  const std::string_view op = "all_reduce_coalesced";
   if (buffers.empty()) bad(op, "buffers is empty; give at least one buffer");
   for (size_t i = 0; i < buffers.size(); ++i) {
-    const std::string name = "buffers[" + std::to_string(i) + "]";
-    check_buffer(op, buffers[i], name, *backend_);
+    check_buffer(op, buffers[i], "buffers", *backend_, static_cast<int>(i));
     if (buffers[i].device.type != DeviceType::kCPU) {
-      bad(op, name + " is on " + device_name(buffers[i].device.type) +
+      bad(op, item_name("buffers", static_cast<int>(i)) + " is on " + device_name(buffers[i].device.type) +
                   "; all_reduce_coalesced takes CPU buffers (use all_reduce on each)");
     }
     if (buffers[i].dtype != buffers[0].dtype) {
-      bad(op, name + " is " + dtype_name(buffers[i].dtype) + " but buffers[0] is " +
+      bad(op, item_name("buffers", static_cast<int>(i)) + " is " + dtype_name(buffers[i].dtype) + " but buffers[0] is " +
                   dtype_name(buffers[0].dtype));
     }
   }
@@ -188,7 +208,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffe
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOptions& o) {
-  const std::string op = "reduce";
+  const std::string_view op = "reduce";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.dst, "reduce dst");
   check_reduce(op, buffer, o.op);
@@ -205,11 +225,11 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOpt
 
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                                const AllGatherOptions& o) {
-  const std::string op = "all_gather";
+  const std::string_view op = "all_gather";
   check_buffer(op, input, "input", *backend_);
   check_list(op, outputs, "outputs", size(), *backend_);
   for (size_t i = 0; i < outputs.size(); ++i)
-    check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
+    check_dtype(op, input, outputs[i], "outputs", static_cast<int>(i));
   if (outputs[rank_].count != input.count) {
     bad(op, "outputs[" + std::to_string(rank_) + "] (this rank's slot) holds " +
                 std::to_string(outputs[rank_].count) + " elements but the input has " +
@@ -226,7 +246,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
 
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output, const Buffer& input,
                                                            const AllGatherOptions& o) {
-  const std::string op = "all_gather_into_tensor";
+  const std::string_view op = "all_gather_into_tensor";
   check_buffer(op, input, "input", *backend_);
   check_buffer(op, output, "output", *backend_);
   check_dtype(op, input, output, "output");
@@ -247,13 +267,13 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
 
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                            const GatherOptions& o) {
-  const std::string op = "gather";
+  const std::string_view op = "gather";
   check_buffer(op, input, "input", *backend_);
   check_rank(o.dst, "gather dst");
   if (rank_ == o.dst) {
     check_list(op, outputs, "outputs", size(), *backend_);
     for (size_t i = 0; i < outputs.size(); ++i)
-      check_dtype(op, input, outputs[i], "outputs[" + std::to_string(i) + "]");
+      check_dtype(op, input, outputs[i], "outputs", static_cast<int>(i));
     if (outputs[rank_].count != input.count) {
       bad(op, "outputs[" + std::to_string(rank_) + "] holds " + std::to_string(outputs[rank_].count) +
                   " elements but the input has " + std::to_string(input.count));
@@ -274,13 +294,13 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
 
 std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                             const ScatterOptions& o) {
-  const std::string op = "scatter";
+  const std::string_view op = "scatter";
   check_buffer(op, output, "output", *backend_);
   check_rank(o.src, "scatter src");
   if (rank_ == o.src) {
     check_list(op, inputs, "inputs", size(), *backend_);
     for (size_t i = 0; i < inputs.size(); ++i)
-      check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
+      check_dtype(op, output, inputs[i], "inputs", static_cast<int>(i));
     if (inputs[rank_].count != output.count) {
       bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
                   " elements but the output has " + std::to_string(output.count));
@@ -301,12 +321,12 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                                    const ReduceScatterOptions& o) {
-  const std::string op = "reduce_scatter";
+  const std::string_view op = "reduce_scatter";
   check_buffer(op, output, "output", *backend_);
   check_list(op, inputs, "inputs", size(), *backend_);
   check_reduce(op, output, o.op);
   for (size_t i = 0; i < inputs.size(); ++i)
-    check_dtype(op, output, inputs[i], "inputs[" + std::to_string(i) + "]");
+    check_dtype(op, output, inputs[i], "inputs", static_cast<int>(i));
   if (inputs[rank_].count != output.count) {
     bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
                 " elements but the output has " + std::to_string(output.count));
@@ -324,7 +344,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, const Buffer& input,
                                                           const ReduceScatterOptions& o) {
-  const std::string op = "reduce_scatter_tensor";
+  const std::string_view op = "reduce_scatter_tensor";
   check_buffer(op, output, "output", *backend_);
   check_buffer(op, input, "input", *backend_);
   check_dtype(op, output, input, "input");
@@ -349,12 +369,12 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
 
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs,
                                                const std::vector<Buffer>& inputs, const AllToAllOptions& o) {
-  const std::string op = "all_to_all";
+  const std::string_view op = "all_to_all";
   check_list(op, outputs, "outputs", size(), *backend_);
   check_list(op, inputs, "inputs", size(), *backend_);
   for (int q = 0; q < size(); ++q) {
-    check_dtype(op, inputs[0], inputs[q], "inputs[" + std::to_string(q) + "]");
-    check_dtype(op, inputs[0], outputs[q], "outputs[" + std::to_string(q) + "]");
+    check_dtype(op, inputs[0], inputs[q], "inputs", static_cast<int>(q));
+    check_dtype(op, inputs[0], outputs[q], "outputs", static_cast<int>(q));
   }
   if (outputs[rank_].count != inputs[rank_].count) {
     bad(op, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
@@ -374,7 +394,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
                                                       const std::vector<size_t>& output_split_sizes,
                                                       const std::vector<size_t>& input_split_sizes,
                                                       const AllToAllOptions& o) {
-  const std::string op = "all_to_all_single";
+  const std::string_view op = "all_to_all_single";
   check_buffer(op, output, "output", *backend_);
   check_buffer(op, input, "input", *backend_);
   check_dtype(op, input, output, "output");
@@ -474,12 +494,12 @@ void ProcessGroup::monitored_barrier(const BarrierOptions& o, bool wait_all_rank
 }
 
 std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2POptions& o) {
-  const std::string op = "send";
+  const std::string_view op = "send";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(dst, "send dst");
   if (dst == rank_) bad(op, "dst is this rank (" + std::to_string(dst) + "); a rank cannot send to itself");
   return enqueue(
-      op + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), p2p_shape(buffer, dst, o.tag), o,
+      std::string(op) + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), p2p_shape(buffer, dst, o.tag), o,
       [this, buffer, dst, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
         backend_->post_send(buffer, dst, o.tag, c, [this, keep, t = c.trace](const Status& st, int) {
@@ -493,7 +513,7 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2POptions& o) {
-  const std::string op = "recv";
+  const std::string_view op = "recv";
   check_buffer(op, buffer, "buffer", *backend_);
   if (src != kAnySourceRank) {
     check_rank(src, "recv src");
@@ -502,7 +522,7 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
   }
   const std::string from = src == kAnySourceRank ? "any rank" : std::to_string(src);
   return enqueue(
-      op + " from " + from + " tag " + std::to_string(o.tag), p2p_shape(buffer, src, o.tag), o,
+      std::string(op) + " from " + from + " tag " + std::to_string(o.tag), p2p_shape(buffer, src, o.tag), o,
       [this, buffer, src, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
         backend_->post_recv(buffer, src, o.tag, c, [this, keep, t = c.trace](const Status& st, int source) {
