@@ -240,7 +240,8 @@ class ProcessGroup {
   // Work, complete and successful, shared by all of them (torch returns
   // nothing for a blocking call); and that op's name, rebuilt in place.
   std::shared_ptr<Work> done_work_;
-  std::string inline_what_;  // the driving thread only
+  std::string inline_what_;         // the driving thread only
+  uint64_t inline_described_ = 0;  // the number inline_what_ holds
   // The ranks' fingerprint check (COHORT_DEBUG=detail), else null; used by
   // the driving thread only.
   std::unique_ptr<DesyncCheck> desync_;

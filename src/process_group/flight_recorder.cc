@@ -5,6 +5,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/fast_clock.h"
+
 namespace cohort {
 namespace {
 
@@ -66,12 +68,10 @@ OpShape p2p_shape(const Buffer& buffer, int peer, int tag) {
 }
 
 int64_t trace_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(fast_now().time_since_epoch()).count();
 }
 
-FlightRecorder::FlightRecorder(size_t capacity) : slots_(capacity) {}
+FlightRecorder::FlightRecorder(size_t capacity) : slots_(capacity), next_slot_(capacity ? 1 % capacity : 0) {}
 
 void FlightRecorder::raise_to(std::atomic<uint64_t>& counter, uint64_t value) {
   // One writer at a time (see the members): no read-modify-write needed.
@@ -81,28 +81,31 @@ void FlightRecorder::raise_to(std::atomic<uint64_t>& counter, uint64_t value) {
 TraceTicket FlightRecorder::record(std::string_view op, const OpShape& shape, uint64_t sequence,
                                    bool collective, OpState state, int64_t now) {
   raise_to(counters(collective).enqueued, sequence);
-  if (slots_.empty()) return TraceTicket{0, sequence, collective};
+  if (slots_.empty()) return TraceTicket{0, sequence, collective, 0};
   const uint64_t id = next_id_++;
-  TraceEntry& e = slots_[id % slots_.size()];
+  const size_t slot = next_slot_;
+  next_slot_ = slot + 1 == slots_.size() ? 0 : slot + 1;
+  TraceEntry& e = slots_[slot];
   e.id = id;
   e.sequence = sequence;
   e.collective = collective;
   e.state = state;
-  // The name is the description's first word: "send" of "send to 3 tag 0".
-  const size_t n = std::min(std::min(op.find(' '), op.size()), sizeof e.op - 1);
+  const size_t n = std::min(op.size(), sizeof e.op - 1);
   std::memcpy(e.op, op.data(), n);
   e.op[n] = '\0';
   e.shape = shape;
   e.enqueued_ns = now;
   e.started_ns = state == OpState::kStarted ? now : 0;
   e.ended_ns = 0;
-  e.error.clear();  // keeps its capacity: no allocation
-  return TraceTicket{id, sequence, collective};
+  if (!e.error.empty()) e.error.clear();  // keeps its capacity: no allocation
+  return TraceTicket{id, sequence, collective, static_cast<uint32_t>(slot)};
 }
 
 TraceTicket FlightRecorder::scheduled(std::string_view op, const OpShape& shape, uint64_t sequence,
                                       bool collective) {
   const int64_t now = trace_clock_ns();
+  // The name is the description's first word: "send" of "send to 3 tag 0".
+  op = op.substr(0, op.find(' '));
   std::lock_guard<SpinLock> lock(mu_);
   return record(op, shape, sequence, collective, OpState::kScheduled, now);
 }
@@ -118,7 +121,7 @@ TraceTicket FlightRecorder::began(std::string_view op, const OpShape& shape, uin
 
 TraceEntry* FlightRecorder::slot_of(const TraceTicket& ticket) {
   if (ticket.id == 0) return nullptr;
-  TraceEntry& e = slots_[ticket.id % slots_.size()];
+  TraceEntry& e = slots_[ticket.slot];
   return e.id == ticket.id ? &e : nullptr;
 }
 
@@ -144,8 +147,9 @@ void FlightRecorder::finished(const TraceTicket& ticket, const std::string* erro
   std::lock_guard<SpinLock> lock(mu_);
   if (TraceEntry* e = slot_of(ticket)) {
     e->state = error ? OpState::kFailed : OpState::kCompleted;
-    e->ended_ns = now;
     if (e->started_ns == 0) e->started_ns = now;  // failed before it could start
+    // fast_now() may step back a hair when it re-anchors (fast_clock.h).
+    e->ended_ns = std::max(now, e->started_ns);
     if (error) e->error = *error;
   }
 }

@@ -58,6 +58,7 @@ struct TraceTicket {
   uint64_t id = 0;  // position in the ring's history; 0: not in the ring
   uint64_t sequence = 0;
   bool collective = true;
+  uint32_t slot = 0;  // where the entry went (id % capacity, kept to spare a division)
 };
 
 // TraceEntry is one operation as recorded. Times are on the steady clock
@@ -99,7 +100,8 @@ class FlightRecorder {
   // its name is the first word of `op` ("send" of "send to 3 tag 0").
   TraceTicket scheduled(std::string_view op, const OpShape& shape, uint64_t sequence, bool collective);
   // began records a collective that starts at once (on the caller's
-  // thread), at `now` (the caller has just read the clock).
+  // thread), at `now` (the caller has just read the clock); `op` is the
+  // collective's name, one word.
   TraceTicket began(std::string_view op, const OpShape& shape, uint64_t sequence,
                     std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   // started and finished are called by the thread driving the operation;
@@ -124,7 +126,7 @@ class FlightRecorder {
     std::atomic<uint64_t> failed{0};
     std::atomic<uint64_t> finished{0};
   };
-  // record fills the next slot; mu_ held.
+  // record fills the next slot, named `op` (one word); mu_ held.
   TraceTicket record(std::string_view op, const OpShape& shape, uint64_t sequence, bool collective,
                      OpState state, int64_t now);
   // slot_of returns the slot of `ticket` while it still holds that entry
@@ -136,6 +138,7 @@ class FlightRecorder {
   mutable SpinLock mu_;
   std::vector<TraceEntry> slots_;  // guarded by mu_
   uint64_t next_id_ = 1;           // guarded by mu_
+  size_t next_slot_ = 1;           // next_id_ % capacity; guarded by mu_
   // Written by one thread at a time (the one driving the group, or the
   // caller under mu_); read by anyone.
   Counters collectives_;

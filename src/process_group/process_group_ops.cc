@@ -8,9 +8,11 @@
 
 #include "cohort/errors.h"
 #include "cohort/process_group.h"
+#include "common/fast_clock.h"
 #include "process_group/backend.h"
 #include "process_group/desync_check.h"
 #include "process_group/group_trace.h"
+#include "process_group/op_description.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -82,22 +84,6 @@ void fail_on(const Status& st, std::exception_ptr* error) {
   if (!st.ok()) *error = status_exception(st);
 }
 
-// describe_into writes "all_reduce #5 of group g" into `out`, reusing its
-// capacity (no allocation once it is large enough). One resize and plain
-// copies: it runs for every blocking collective, so it is kept to a few
-// dozen instructions.
-void describe_into(std::string* out, std::string_view op, uint64_t sequence, const std::string& group) {
-  constexpr std::string_view kOfGroup = " of group ";
-  char number[24] = " #";
-  const size_t digits = static_cast<size_t>(std::to_chars(number + 2, number + sizeof number, sequence).ptr - number);
-  out->resize(op.size() + digits + kOfGroup.size() + group.size());
-  char* at = out->data();
-  std::memcpy(at, op.data(), op.size());
-  std::memcpy(at += op.size(), number, digits);
-  std::memcpy(at += digits, kOfGroup.data(), kOfGroup.size());
-  std::memcpy(at + kOfGroup.size(), group.data(), group.size());
-}
-
 size_t elements_in(const std::vector<Buffer>& list) {
   size_t n = 0;
   for (const Buffer& b : list) n += b.count;
@@ -117,9 +103,9 @@ std::shared_ptr<Work> ProcessGroup::collective(std::string_view op, const OpShap
                                                const CollectiveOptions& options, Run run) {
   uint64_t sequence;
   if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
-    const Clock::time_point now = Clock::now();  // one read for the deadline and the flight recorder
+    const Clock::time_point now = fast_now();  // one read for the deadline and the flight recorder
     const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_, now);
-    describe_into(&inline_what_, op, sequence, name_);
+    describe_into(&inline_what_, &inline_described_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};
     const TraceTicket ticket = trace_->recorder().began(op, shape, sequence, now);
     std::exception_ptr error = broken_;

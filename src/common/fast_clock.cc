@@ -1,0 +1,155 @@
+#include "common/fast_clock.h"
+
+#include <atomic>
+#include <cstdint>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace cohort {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+// 64x64-bit products for the fixed-point conversion (GCC and Clang).
+__extension__ typedef unsigned __int128 Wide;
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count();
+}
+
+#if defined(__x86_64__)
+
+// The rate is measured over the last 10 ms and the conversion re-anchored
+// that often: steady_clock follows NTP's frequency corrections (here the
+// counter and steady_clock drifted apart by ~1e-4 of the time, measured
+// over half a second), so a rate kept for long goes stale. 10 ms at 1e-4
+// is a microsecond; the slow path that re-anchors costs ~50 ns, 100 times
+// a second at most.
+constexpr int64_t kCalibrationNs = 10'000'000;
+constexpr int64_t kReanchorNs = 10'000'000;
+constexpr uint64_t kCleanSampleNs = 2'000;  // steady_clock's read takes ~25 ns
+
+// The conversion ns = anchor_ns + (tsc - anchor_tsc) * rate / 2^32, read
+// under a sequence lock: `version` is odd while a writer changes it, and 0
+// until the rate is known. Atomics throughout (relaxed inside the lock), so
+// that readers on other threads race with nothing.
+struct Conversion {
+  std::atomic<uint64_t> version{0};
+  std::atomic<uint64_t> anchor_tsc{0};
+  std::atomic<int64_t> anchor_ns{0};
+  std::atomic<uint64_t> rate{0};          // nanoseconds per tick, 32.32 fixed point
+  std::atomic<uint64_t> reanchor_ticks{0};  // ticks after the anchor that call for a new one
+};
+
+// Written under writer_mu only: the last sample, from which the next rate
+// is measured.
+struct Origin {
+  bool checked = false;
+  bool usable = false;
+  uint64_t tsc = 0;
+  int64_t ns = 0;
+};
+
+Conversion g_conversion;
+std::atomic<bool> g_steady_only{false};  // the kernel does not keep time with the counter
+std::mutex g_writer_mu;
+Origin g_origin;  // guarded by g_writer_mu
+
+bool kernel_uses_tsc() {
+  std::ifstream f("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string source;
+  return static_cast<bool>(f >> source) && source == "tsc";
+}
+
+// publish sets a new anchor at (tsc, ns) with the rate measured since the
+// last one; g_writer_mu held.
+void publish(uint64_t tsc, int64_t ns) {
+  const uint64_t ticks = tsc - g_origin.tsc;
+  const int64_t elapsed = ns - g_origin.ns;
+  if (ticks == 0 || elapsed <= 0) return;
+  const auto rate = static_cast<uint64_t>((static_cast<Wide>(elapsed) << 32) / ticks);
+  if (rate == 0) return;
+  const uint64_t v = g_conversion.version.load(std::memory_order_relaxed);
+  const uint64_t writing = (v | 1) + (v & 1 ? 2 : 0);  // odd
+  g_conversion.version.store(writing, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  g_conversion.anchor_tsc.store(tsc, std::memory_order_relaxed);
+  g_conversion.anchor_ns.store(ns, std::memory_order_relaxed);
+  g_conversion.rate.store(rate, std::memory_order_relaxed);
+  g_conversion.reanchor_ticks.store(
+      static_cast<uint64_t>((static_cast<Wide>(kReanchorNs) << 32) / rate),
+      std::memory_order_relaxed);
+  g_conversion.version.store(writing + 1, std::memory_order_release);
+  g_origin.tsc = tsc;
+  g_origin.ns = ns;
+}
+
+// slow_now is steady_clock's time; on the way it starts the calibration,
+// finishes it, or re-anchors, whichever is due (one thread at a time; the
+// others go on with the conversion they have).
+Steady::time_point slow_now(bool due) {
+  // The pair (counter, steady time) is taken between two counter reads; a
+  // pair the thread was preempted in the middle of is not used as anchor.
+  const uint64_t before = __rdtsc();
+  const int64_t ns = steady_ns();
+  const uint64_t after = __rdtsc();
+  const uint64_t tsc = before + (after - before) / 2;
+  const uint64_t rate = g_conversion.rate.load(std::memory_order_relaxed);
+  const bool clean = rate == 0 || ((static_cast<Wide>(after - before) * rate) >> 32) < kCleanSampleNs;
+  std::unique_lock<std::mutex> lock(g_writer_mu, std::try_to_lock);
+  if (lock.owns_lock() && clean) {
+    if (!g_origin.checked) {
+      g_origin.checked = true;
+      g_origin.usable = kernel_uses_tsc();
+      if (!g_origin.usable) g_steady_only.store(true, std::memory_order_relaxed);
+      g_origin.tsc = tsc;
+      g_origin.ns = ns;
+    } else if (g_origin.usable && (due || ns - g_origin.ns >= kCalibrationNs)) {
+      publish(tsc, ns);
+    }
+  }
+  return Steady::time_point(std::chrono::nanoseconds(ns));
+}
+
+#endif  // __x86_64__
+
+}  // namespace
+
+std::chrono::steady_clock::time_point fast_now() {
+#if defined(__x86_64__)
+  const uint64_t v = g_conversion.version.load(std::memory_order_acquire);
+  if (v == 0 || (v & 1)) {
+    if (g_steady_only.load(std::memory_order_relaxed)) return Steady::now();
+    return slow_now(false);
+  }
+  const uint64_t anchor_tsc = g_conversion.anchor_tsc.load(std::memory_order_relaxed);
+  const int64_t anchor_ns = g_conversion.anchor_ns.load(std::memory_order_relaxed);
+  const uint64_t rate = g_conversion.rate.load(std::memory_order_relaxed);
+  const uint64_t limit = g_conversion.reanchor_ticks.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (g_conversion.version.load(std::memory_order_relaxed) != v) return slow_now(false);
+  const uint64_t tsc = __rdtsc();
+  // A counter a hair behind the anchor (read on another core) counts as
+  // the anchor itself.
+  const uint64_t ticks = tsc > anchor_tsc ? tsc - anchor_tsc : 0;
+  if (ticks > limit) return slow_now(true);
+  const auto ns = anchor_ns + static_cast<int64_t>((static_cast<Wide>(ticks) * rate) >> 32);
+  return Steady::time_point(std::chrono::nanoseconds(ns));
+#else
+  return std::chrono::steady_clock::now();
+#endif
+}
+
+bool fast_clock_uses_tsc() {
+#if defined(__x86_64__)
+  return g_conversion.version.load(std::memory_order_acquire) != 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace cohort
