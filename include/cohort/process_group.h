@@ -237,8 +237,9 @@ class ProcessGroup {
   // Why the group refuses work; touched only by the thread driving.
   std::exception_ptr broken_;
   // What a blocking collective run on the caller's thread returns: one
-  // Work, complete and successful, shared by all of them (torch returns
-  // nothing for a blocking call); and that op's name, rebuilt in place.
+  // Work, complete and successful, shared by all groups and held without
+  // a reference count (process_group.cc); and that op's name, rebuilt in
+  // place.
   std::shared_ptr<Work> done_work_;
   std::string inline_what_;         // the driving thread only
   uint64_t inline_described_ = 0;  // the number inline_what_ holds

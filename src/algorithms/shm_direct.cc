@@ -11,6 +11,8 @@ namespace {
 // wait_until returns once local rank `who` (-1: every local rank) has
 // arrived `target` times; a dead peer, abort() or the deadline end it.
 Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+  // Often there is nothing to wait for: then no service is built.
+  if (a.arrived(who, target)) return Status::ok_status();
   // What the service below needs, captured by one reference so that the
   // std::function holding it fits in place (no allocation per wait).
   struct Wait {
@@ -237,7 +239,7 @@ void for_each_run(const std::vector<Piece>& pieces, size_t es, size_t first, siz
 // read_table reads local rank q's table of pieces (its length first): from
 // its slot `half` when it stamped address 0, else from its memory.
 Status read_table(AlgoContext& c, shm::Arena& a, int q, int half, std::vector<Piece>* out) {
-  const uint64_t address = a.stamp_of(q, half).address;
+  const uint64_t address = a.address_of(q, half);
   const uint8_t* slot = a.slot(q, half);
   uint64_t n = 0;
   Status st;
@@ -409,7 +411,7 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
     } else {
       st = wait_until(c, a, root, a.arrivals() + 1);
       if (st.ok()) st = check_stamps(a, root, half, mine, c.what);
-      if (st.ok()) st = read_peer(c, a, root, buf.data, a.stamp_of(root, half).address, bytes);
+      if (st.ok()) st = read_peer(c, a, root, buf.data, a.address_of(root, half), bytes);
       a.arrive();
     }
     release(a, half, a.arrivals());
@@ -450,7 +452,7 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
     for (int q = 0; q < p && st.ok(); ++q) {
       const Buffer& o = outputs[static_cast<size_t>(q)];
       if (q != me) {
-        st = read_peer(c, a, q, o.data, a.stamp_of(q, half).address, o.bytes());
+        st = read_peer(c, a, q, o.data, a.address_of(q, half), o.bytes());
       } else if (o.data != input.data && o.bytes()) {
         std::memcpy(o.data, input.data, o.bytes());
       }

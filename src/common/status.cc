@@ -4,6 +4,11 @@
 
 namespace cohort {
 
+const std::string& Status::empty_message() {
+  static const std::string* const kEmpty = new std::string();  // never destroyed: used at exit too
+  return *kEmpty;
+}
+
 void throw_status(const Status& status) {
   const std::string& m = status.message();
   switch (status.code()) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,23 +28,39 @@ enum class StatusCode {
 class Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message)
+      : code_(code), message_(std::make_unique<std::string>(std::move(message))) {}
+  Status(const Status& other) : code_(other.code_) {
+    if (other.message_) message_ = std::make_unique<std::string>(*other.message_);
+  }
+  Status& operator=(const Status& other) {
+    if (this != &other) *this = Status(other);
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
 
   static Status ok_status() { return Status(); }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const { return message_ ? *message_ : empty_message(); }
 
   // with_context returns this error with "context: " in front of the message.
   Status with_context(const std::string& context) const {
     if (ok()) return *this;
-    return Status(code_, context + ": " + message_);
+    return Status(code_, context + ": " + message());
   }
 
  private:
+  static const std::string& empty_message();
+
   StatusCode code_ = StatusCode::kOk;
-  std::string message_;
+  // The message lives on the heap, and only an error has one: a Status is
+  // made and dropped several times by every operation, and an ok one is
+  // then two words to set and a null test to destroy (a std::string inline
+  // cost a few dozen instructions per operation).
+  std::unique_ptr<std::string> message_;
 };
 
 inline Status store_error(std::string m) {

@@ -14,8 +14,8 @@ namespace cohort {
 void describe_into(std::string* out, uint64_t* described, std::string_view op, uint64_t sequence,
                    const std::string& group) {
   constexpr std::string_view kOfGroup = " of group ";
-  if (sequence == *described + 1 && out->size() > op.size() + 2 && out->compare(0, op.size(), op) == 0 &&
-      (*out)[op.size()] == ' ') {
+  if (sequence == *described + 1 && out->size() > op.size() + 2 && (*out)[op.size()] == ' ' &&
+      std::string_view(*out).substr(0, op.size()) == op) {
     const size_t first = op.size() + 2;  // after " #"
     size_t i = out->size() - kOfGroup.size() - group.size();
     while (i > first && (*out)[i - 1] == '9') (*out)[--i] = '0';

@@ -19,7 +19,24 @@
 #include "reduce/reduce.h"
 
 namespace cohort {
-namespace {}  // namespace
+namespace {
+
+// completed_work is what every blocking collective run on its caller's
+// thread returns (torch returns nothing for a blocking call): one Work,
+// complete and successful, that lives as long as the process. It is handed
+// out as a shared_ptr that owns nothing, so that copying and dropping it
+// touches no reference count (two locked instructions per collective), and
+// it stays valid even if the caller keeps it past its group.
+std::shared_ptr<Work> completed_work() {
+  static const std::shared_ptr<Work>* const kDone = [] {
+    auto* done = new std::shared_ptr<Work>(std::make_shared<Work>("a blocking collective, complete"));
+    (*done)->complete(nullptr);
+    return done;
+  }();
+  return std::shared_ptr<Work>(std::shared_ptr<Work>(), kDone->get());
+}
+
+}  // namespace
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vector<int> global_ranks,
                            std::string name, std::chrono::milliseconds timeout, std::shared_ptr<Store> store)
@@ -29,11 +46,10 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vect
       name_(std::move(name)),
       timeout_(timeout),
       store_(std::move(store)),
-      done_work_(std::make_shared<Work>("a blocking collective of group " + name_ + ", complete")),
+      done_work_(completed_work()),
       trace_(std::make_shared<GroupTrace>(name_, rank_, global_ranks_, backend_->name(), store_,
                                           trace_buffer_entries())),
       monitored_(std::make_unique<MonitorLease>(trace_)) {
-  done_work_->complete(nullptr);
   desync_ = DesyncCheck::make(*backend_, rank_, size(), name_, store_);
   log_group_created(*this, *backend_, desync_.get());  // COHORT_DEBUG=info
   worker_ = std::thread([this] { worker_loop(); });

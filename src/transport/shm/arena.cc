@@ -276,15 +276,22 @@ void Arena::stamp(int half, const Stamp& stamp) {
   c.stamp_sequence[half].store(stamp.sequence, std::memory_order_relaxed);
   c.stamp_bytes[half].store(stamp.bytes, std::memory_order_relaxed);
   c.stamp_op[half].store(stamp.op, std::memory_order_relaxed);
-  c.stamp_address[half].store(stamp.address, std::memory_order_relaxed);
+  // The address sits on the second line, which the peers read only for
+  // single-copy operations: written only when it changes (small
+  // operations stamp 0 again and again), so that it costs no cache miss.
+  if (c.stamp_address[half].load(std::memory_order_relaxed) != stamp.address)
+    c.stamp_address[half].store(stamp.address, std::memory_order_relaxed);
 }
 
 Arena::Stamp Arena::stamp_of(int local, int half) const {
   const RankControl& c = control(local);
   return Stamp{c.stamp_sequence[half].load(std::memory_order_relaxed),
                c.stamp_bytes[half].load(std::memory_order_relaxed),
-               c.stamp_op[half].load(std::memory_order_relaxed),
-               c.stamp_address[half].load(std::memory_order_relaxed)};
+               c.stamp_op[half].load(std::memory_order_relaxed)};
+}
+
+uint64_t Arena::address_of(int local, int half) const {
+  return control(local).stamp_address[half].load(std::memory_order_relaxed);
 }
 
 void Arena::put_inline(int half, const void* data, size_t bytes) {
@@ -369,8 +376,7 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
   // Counts only grow: a target every rank was already seen to reach needs
   // no look at their cache lines (each look at a line a peer just wrote is
   // a cache miss).
-  if (local < 0 && target <= all_seen_) return Status::ok_status();
-  if (ready(local, target)) return Status::ok_status();
+  if (arrived(local, target)) return Status::ok_status();
   // Spin (or, oversubscribed, yield) for a while: the peer is usually
   // microseconds away, and a futex wake-up costs tens of microseconds.
   // The budget counts from the 64th look: a peer that comes sooner (the

@@ -66,6 +66,11 @@ class Arena {
   // health; it sets `*busy` while it has traffic of its own in flight, and
   // sleeps are then 1 ms instead of 20. Its error is returned. Fails with
   // kTimeout at `deadline`.
+  // arrived tells without waiting whether local rank `local` (or every
+  // local rank, for -1) has arrived `target` times.
+  bool arrived(int local, uint64_t target) {
+    return (local < 0 && target <= all_seen_) || ready(local, target);
+  }
   Status wait_for(int local, uint64_t target, Deadline deadline,
                   const std::function<Status(bool deep, bool* busy)>& service, const std::string& what);
   // A Stamp says which operation a rank runs in the chunk that uses a slot
@@ -79,7 +84,10 @@ class Arena {
     uint64_t address = 0;  // of the rank's buffer, for single-copy reads
   };
   void stamp(int half, const Stamp& stamp);
+  // stamp_of reads local rank `local`'s stamp without its address (on a
+  // line of its own); address_of reads the address.
   Stamp stamp_of(int local, int half) const;
+  uint64_t address_of(int local, int half) const;
   // Inline data: up to kInlineBytes per half, on the cache line of the
   // rank's arrival count, so that a peer reads count, stamp and payload in
   // one miss. put_inline is written before this rank's arrival in the
