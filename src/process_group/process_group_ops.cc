@@ -240,11 +240,12 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
     bad(op, "output holds " + std::to_string(output.count) + " elements; expected " + std::to_string(size()) +
                 " x " + std::to_string(input.count));
   }
-  std::vector<Buffer> outputs;
+  std::vector<Buffer> outputs;  // moved into the call, not copied
+  outputs.reserve(static_cast<size_t>(size()));
   for (int q = 0; q < size(); ++q)
     outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
   const OpShape shape = shape_of(outputs, input);
-  return collective(op, shape, o, [this, outputs, input](const OpContext& c, std::exception_ptr* e) {
+  return collective(op, shape, o, [this, outputs = std::move(outputs), input](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kAllGatherIntoTensor, input.dtype, input.count), c, e))
       return;
     fail_on(backend_->all_gather(outputs, input, c), e);
@@ -339,11 +340,12 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
     bad(op, "input holds " + std::to_string(input.count) + " elements; expected " + std::to_string(size()) +
                 " x " + std::to_string(output.count));
   }
-  std::vector<Buffer> inputs;
+  std::vector<Buffer> inputs;  // moved into the call, not copied
+  inputs.reserve(static_cast<size_t>(size()));
   for (int q = 0; q < size(); ++q)
     inputs.push_back(slice(input, static_cast<size_t>(q) * output.count, output.count));
   const OpShape shape = shape_of(output, inputs);
-  return collective(op, shape, o, [this, output, inputs, o](const OpContext& c, std::exception_ptr* e) {
+  return collective(op, shape, o, [this, output, inputs = std::move(inputs), o](const OpContext& c, std::exception_ptr* e) {
     if (desync_ &&
         !agree(
             Fingerprint(CollectiveOp::kReduceScatterTensor, output.dtype, output.count).with_reduce_op(o.op),
@@ -420,7 +422,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     in_off += in_sizes[q];
   }
   const OpShape shape = shape_of(outputs, inputs);
-  return collective(op, shape, o, [this, outputs, inputs](const OpContext& c, std::exception_ptr* e) {
+  return collective(op, shape, o, [this, outputs = std::move(outputs), inputs = std::move(inputs)](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kAllToAllSingle, inputs[0].dtype, elements_in(inputs))
                               .with_received(elements_in(outputs)),
                           c, e))
