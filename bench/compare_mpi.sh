@@ -26,7 +26,7 @@ root_flags=()
 [ "$(id -u)" = 0 ] && root_flags=(--allow-run-as-root)
 # The same mpirun for cohort's mpi backend and for raw MPI.
 mpirun_np() { mpirun "${root_flags[@]}" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np "$@"; }
-SMALL=(-b 1K -e 256K -f 4 -n 500 -w 20)
+SMALL=(-b 1K -e 256K -f 4 -n 2000 -w 50)
 LARGE=(-b 1M -e 16M -f 4 -n 20 -w 3)
 for ((rep = 0; rep < REPS; rep++)); do
   for p in $RANKS; do
