@@ -241,8 +241,10 @@ class ProcessGroup {
   // a reference count (process_group.cc); and that op's name, rebuilt in
   // place.
   std::shared_ptr<Work> done_work_;
-  std::string inline_what_;         // the driving thread only
-  uint64_t inline_described_ = 0;  // the number inline_what_ holds
+  std::string inline_what_;  // the driving thread only
+  // What inline_what_ holds: its number, and where its op's name was read.
+  uint64_t inline_sequence_ = 0;
+  const char* inline_op_ = nullptr;
   // The ranks' fingerprint check (COHORT_DEBUG=detail), else null; used by
   // the driving thread only.
   std::unique_ptr<DesyncCheck> desync_;

@@ -71,15 +71,28 @@ int64_t trace_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(fast_now().time_since_epoch()).count();
 }
 
-FlightRecorder::FlightRecorder(size_t capacity) : slots_(capacity), next_slot_(capacity ? 1 % capacity : 0) {}
+FlightRecorder::FlightRecorder(size_t capacity)
+    : slots_(capacity), literal_names_(capacity), next_slot_(capacity ? 1 % capacity : 0) {}
+
+void FlightRecorder::name_entry(TraceEntry* e, std::string_view op) {
+  const size_t n = std::min(op.size(), sizeof e->op - 1);
+  std::memcpy(e->op, op.data(), n);
+  e->op[n] = '\0';
+}
+
+TraceEntry FlightRecorder::read_slot(size_t i) const {
+  TraceEntry e = slots_[i];
+  if (!literal_names_[i].empty()) name_entry(&e, literal_names_[i]);
+  return e;
+}
 
 void FlightRecorder::raise_to(std::atomic<uint64_t>& counter, uint64_t value) {
   // One writer at a time (see the members): no read-modify-write needed.
   if (counter.load(std::memory_order_relaxed) < value) counter.store(value, std::memory_order_relaxed);
 }
 
-TraceTicket FlightRecorder::record(std::string_view op, const OpShape& shape, uint64_t sequence,
-                                   bool collective, OpState state, int64_t now) {
+TraceTicket FlightRecorder::record(std::string_view op, bool op_is_literal, const OpShape& shape,
+                                   uint64_t sequence, bool collective, OpState state, int64_t now) {
   raise_to(counters(collective).enqueued, sequence);
   if (slots_.empty()) return TraceTicket{0, sequence, collective, 0};
   const uint64_t id = next_id_++;
@@ -90,9 +103,12 @@ TraceTicket FlightRecorder::record(std::string_view op, const OpShape& shape, ui
   e.sequence = sequence;
   e.collective = collective;
   e.state = state;
-  const size_t n = std::min(op.size(), sizeof e.op - 1);
-  std::memcpy(e.op, op.data(), n);
-  e.op[n] = '\0';
+  if (op_is_literal) {
+    literal_names_[slot] = op;  // copied into the entry when it is read
+  } else {
+    literal_names_[slot] = {};
+    name_entry(&e, op);
+  }
   e.shape = shape;
   e.enqueued_ns = now;
   e.started_ns = state == OpState::kStarted ? now : 0;
@@ -107,7 +123,7 @@ TraceTicket FlightRecorder::scheduled(std::string_view op, const OpShape& shape,
   // The name is the description's first word: "send" of "send to 3 tag 0".
   op = op.substr(0, op.find(' '));
   std::lock_guard<SpinLock> lock(mu_);
-  return record(op, shape, sequence, collective, OpState::kScheduled, now);
+  return record(op, false, shape, sequence, collective, OpState::kScheduled, now);
 }
 
 TraceTicket FlightRecorder::began(std::string_view op, const OpShape& shape, uint64_t sequence,
@@ -116,7 +132,7 @@ TraceTicket FlightRecorder::began(std::string_view op, const OpShape& shape, uin
   running_since_ns_.store(now, std::memory_order_relaxed);
   raise_to(collectives_.started, sequence);
   std::lock_guard<SpinLock> lock(mu_);
-  return record(op, shape, sequence, true, OpState::kStarted, now);
+  return record(op, true, shape, sequence, true, OpState::kStarted, now);
 }
 
 TraceEntry* FlightRecorder::slot_of(const TraceTicket& ticket) {
@@ -171,8 +187,8 @@ std::vector<TraceEntry> FlightRecorder::snapshot() const {
   {
     std::lock_guard<SpinLock> lock(mu_);
     out.reserve(slots_.size());
-    for (const TraceEntry& e : slots_) {
-      if (e.id != 0) out.push_back(e);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].id != 0) out.push_back(read_slot(i));
     }
   }
   std::sort(out.begin(), out.end(), [](const TraceEntry& a, const TraceEntry& b) { return a.id < b.id; });
@@ -181,8 +197,9 @@ std::vector<TraceEntry> FlightRecorder::snapshot() const {
 
 std::optional<TraceEntry> FlightRecorder::find(uint64_t sequence, bool collective) const {
   std::lock_guard<SpinLock> lock(mu_);
-  for (const TraceEntry& e : slots_) {
-    if (e.id != 0 && e.sequence == sequence && e.collective == collective) return e;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const TraceEntry& e = slots_[i];
+    if (e.id != 0 && e.sequence == sequence && e.collective == collective) return read_slot(i);
   }
   return std::nullopt;
 }

@@ -101,7 +101,8 @@ class FlightRecorder {
   TraceTicket scheduled(std::string_view op, const OpShape& shape, uint64_t sequence, bool collective);
   // began records a collective that starts at once (on the caller's
   // thread), at `now` (the caller has just read the clock); `op` is the
-  // collective's name, one word.
+  // collective's name, one word, in storage that lives as long as the
+  // recorder (a string literal): it is kept by address.
   TraceTicket began(std::string_view op, const OpShape& shape, uint64_t sequence,
                     std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   // started and finished are called by the thread driving the operation;
@@ -126,9 +127,14 @@ class FlightRecorder {
     std::atomic<uint64_t> failed{0};
     std::atomic<uint64_t> finished{0};
   };
-  // record fills the next slot, named `op` (one word); mu_ held.
-  TraceTicket record(std::string_view op, const OpShape& shape, uint64_t sequence, bool collective,
-                     OpState state, int64_t now);
+  // record fills the next slot, named `op` (one word); mu_ held. A name
+  // that is a string literal (`op_is_literal`: began's collective names)
+  // is kept by address and copied into the entry only when it is read.
+  TraceTicket record(std::string_view op, bool op_is_literal, const OpShape& shape, uint64_t sequence,
+                     bool collective, OpState state, int64_t now);
+  static void name_entry(TraceEntry* e, std::string_view op);
+  // read_slot copies slot `i` with its name filled in; mu_ held.
+  TraceEntry read_slot(size_t i) const;
   // slot_of returns the slot of `ticket` while it still holds that entry
   // (a long-pending operation may be overwritten by newer ones); mu_ held.
   TraceEntry* slot_of(const TraceTicket& ticket);
@@ -137,6 +143,9 @@ class FlightRecorder {
 
   mutable SpinLock mu_;
   std::vector<TraceEntry> slots_;  // guarded by mu_
+  // Per slot, the name given as a literal (empty: the entry's own op
+  // holds it); guarded by mu_.
+  std::vector<std::string_view> literal_names_;
   uint64_t next_id_ = 1;           // guarded by mu_
   size_t next_slot_ = 1;           // next_id_ % capacity; guarded by mu_
   // Written by one thread at a time (the one driving the group, or the

@@ -8,20 +8,23 @@ namespace cohort {
 // describe_into writes "all_reduce #5 of group g" into `out`, reusing its
 // capacity (no allocation once it is large enough). It runs for every
 // blocking collective, so the usual case is cheap: when `out` already
-// describes the same op with the number before `sequence` (`*described`),
+// describes the same op with the number before `sequence` (`*held`),
 // only the digits are counted up in place; otherwise one resize and plain
 // copies.
-void describe_into(std::string* out, uint64_t* described, std::string_view op, uint64_t sequence,
+void describe_into(std::string* out, uint64_t* held, const char** held_op, std::string_view op, uint64_t sequence,
                    const std::string& group) {
   constexpr std::string_view kOfGroup = " of group ";
-  if (sequence == *described + 1 && out->size() > op.size() + 2 && (*out)[op.size()] == ' ' &&
-      std::string_view(*out).substr(0, op.size()) == op) {
+  // The same text at the same address is the same op (a literal); another
+  // address may still hold the same text.
+  const bool same_op = out->size() > op.size() + 2 && (*out)[op.size()] == ' ' &&
+                       (op.data() == *held_op || std::string_view(*out).substr(0, op.size()) == op);
+  if (sequence == *held + 1 && same_op) {
     const size_t first = op.size() + 2;  // after " #"
     size_t i = out->size() - kOfGroup.size() - group.size();
     while (i > first && (*out)[i - 1] == '9') (*out)[--i] = '0';
     if (i > first) {
       ++(*out)[i - 1];
-      *described = sequence;
+      *held = sequence;
       return;
     }
     // 99 -> 100: one digit more; rebuilt below.
@@ -34,7 +37,8 @@ void describe_into(std::string* out, uint64_t* described, std::string_view op, u
   std::memcpy(at += op.size(), number, digits);
   std::memcpy(at += digits, kOfGroup.data(), kOfGroup.size());
   std::memcpy(at + kOfGroup.size(), group.data(), group.size());
-  *described = sequence;
+  *held = sequence;
+  *held_op = op.data();
 }
 
 }  // namespace cohort

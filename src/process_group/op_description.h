@@ -8,11 +8,13 @@
 
 namespace cohort {
 
-// describe_into writes "<op> #<sequence> of group <group>" into `out`.
-// `*described` is the number `out` holds (0: none yet); it is updated. When
-// `out` already names `op` with the number before `sequence`, only the
-// digits are counted up in place (a few instructions, no allocation).
-void describe_into(std::string* out, uint64_t* described, std::string_view op, uint64_t sequence,
+// describe_into writes "<op> #<sequence> of group <group>" into `out`;
+// `*held` and `*held_op` say what `out` holds (its number, 0 for none yet,
+// and where its op's name was read) and are updated. When `out` already
+// names `op` with the number before `sequence`, only the digits are
+// counted up in place (a few instructions, no allocation); an op read from
+// the same address as last time needs no comparison of its text.
+void describe_into(std::string* out, uint64_t* held, const char** held_op, std::string_view op, uint64_t sequence,
                    const std::string& group);
 
 }  // namespace cohort

@@ -105,7 +105,7 @@ std::shared_ptr<Work> ProcessGroup::collective(std::string_view op, const OpShap
   if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
     const Clock::time_point now = fast_now();  // one read for the deadline and the flight recorder
     const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_, now);
-    describe_into(&inline_what_, &inline_described_, op, sequence, name_);
+    describe_into(&inline_what_, &inline_sequence_, &inline_op_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};
     const TraceTicket ticket = trace_->recorder().began(op, shape, sequence, now);
     std::exception_ptr error = broken_;
