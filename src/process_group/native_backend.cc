@@ -103,11 +103,16 @@ std::string NativeBackend::describe_links() const {
 
 Status NativeBackend::direct_done(Status st, const OpContext& op) {
   if (!st.ok()) {
-    // Peers may be reading this rank's buffers in place: say it leaves
-    // before the caller can free them.
-    if (shm::Arena* arena = transport_->shared_arena()) arena->leave(op.sequence);
+    // Tell the peers why first (the transport sends them the reason),
+    // then mark this rank as gone from the operation: a peer reading this
+    // rank's buffer in place sees the mark and looks at its transport for
+    // the reason, which is then already there (on one host the message
+    // is in its socket before the mark is set). In the other order it
+    // could blame this rank for leaving instead of naming the rank that
+    // died. Both happen before the caller may free its buffers.
     transport_->interrupt(st);
     transport_->poll_health();
+    if (shm::Arena* arena = transport_->shared_arena()) arena->leave(op.sequence);
   }
   return st;
 }
