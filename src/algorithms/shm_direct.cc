@@ -239,7 +239,7 @@ void for_each_run(const std::vector<Piece>& pieces, size_t es, size_t first, siz
 // read_table reads local rank q's table of pieces (its length first): from
 // its slot `half` when it stamped address 0, else from its memory.
 Status read_table(AlgoContext& c, shm::Arena& a, int q, int half, std::vector<Piece>* out) {
-  const uint64_t address = a.address_of(q, half);
+  const uint64_t address = a.stamp_of(q, half).address;
   const uint8_t* slot = a.slot(q, half);
   uint64_t n = 0;
   Status st;
@@ -359,30 +359,12 @@ Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp
   Status st = next_half(c, a, true, &half);
   if (!st.ok()) return st;
   a.stamp(half, mine);
-  // A few bytes ride on the line of the arrival count (one cache miss per
-  // peer instead of two); more go through the slot.
-  const bool in_line = bytes <= shm::Arena::kInlineBytes;
-  if (in_line) {
-    a.put_inline(half, buf.data, bytes);
-  } else {
-    std::memcpy(a.slot(me, half), buf.data, bytes);
-  }
+  if (bytes) std::memcpy(a.slot(me, half), buf.data, bytes);
   st = arrive_and_wait_all(c, a);
   if (st.ok()) st = check_stamps(a, -1, half, mine, c.what);
   if (!st.ok()) return st;
-  if (in_line) {
-    // In rank order from rank 0's value, as below: every rank gets the
-    // same bits.
-    alignas(8) uint8_t theirs[shm::Arena::kInlineBytes];
-    a.get_inline(0, half, buf.data, bytes);
-    for (int q = 1; q < p; ++q) {
-      a.get_inline(q, half, theirs, bytes);
-      reduce_into(buf.dtype, op, buf.data, theirs, buf.count);
-    }
-  } else {
-    std::memcpy(buf.data, a.slot(0, half), bytes);
-    for (int q = 1; q < p; ++q) reduce_into(buf.dtype, op, buf.data, a.slot(q, half), buf.count);
-  }
+  if (bytes) std::memcpy(buf.data, a.slot(0, half), bytes);
+  for (int q = 1; q < p; ++q) reduce_into(buf.dtype, op, buf.data, a.slot(q, half), buf.count);
   release(a, half, a.arrivals() + 1);
   if (post_scale != 1.0) scale(buf.dtype, buf.data, buf.count, post_scale);
   return Status::ok_status();
@@ -411,7 +393,7 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
     } else {
       st = wait_until(c, a, root, a.arrivals() + 1);
       if (st.ok()) st = check_stamps(a, root, half, mine, c.what);
-      if (st.ok()) st = read_peer(c, a, root, buf.data, a.address_of(root, half), bytes);
+      if (st.ok()) st = read_peer(c, a, root, buf.data, a.stamp_of(root, half).address, bytes);
       a.arrive();
     }
     release(a, half, a.arrivals());
@@ -452,7 +434,7 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
     for (int q = 0; q < p && st.ok(); ++q) {
       const Buffer& o = outputs[static_cast<size_t>(q)];
       if (q != me) {
-        st = read_peer(c, a, q, o.data, a.address_of(q, half), o.bytes());
+        st = read_peer(c, a, q, o.data, a.stamp_of(q, half).address, o.bytes());
       } else if (o.data != input.data && o.bytes()) {
         std::memcpy(o.data, input.data, o.bytes());
       }

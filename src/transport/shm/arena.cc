@@ -42,14 +42,8 @@ struct RankControl {
   std::atomic<uint64_t> stamp_sequence[2];
   std::atomic<uint64_t> stamp_bytes[2];
   std::atomic<uint32_t> stamp_op[2];
-  // A payload of up to Arena::kInlineBytes per half, on the same line too:
-  // a tiny all_reduce then costs a peer one cache miss, not a second one
-  // for the slot (Open MPI's fast boxes do the same).
-  std::atomic<uint64_t> inline_data[2];
-  // The single-copy address of each half: read only by large operations,
-  // for which a second miss does not count.
-  alignas(64) std::atomic<uint64_t> stamp_address[2];
-  std::atomic<uint32_t> sleeping;
+  std::atomic<uint64_t> stamp_address[2];
+  alignas(64) std::atomic<uint32_t> sleeping;
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> probe_address;  // of a word process_vm_readv may read
   // The sequence of the direct operation this rank abandoned (with an
@@ -57,7 +51,7 @@ struct RankControl {
   std::atomic<uint64_t> left_at;
 };
 static_assert(sizeof(RankControl) == 128, "two cache lines per rank");
-static_assert(offsetof(RankControl, stamp_address) == 64, "arrivals, stamps and inline data share the first line");
+static_assert(offsetof(RankControl, sleeping) == 64, "arrivals and stamps share the first line");
 
 namespace {
 
@@ -276,33 +270,15 @@ void Arena::stamp(int half, const Stamp& stamp) {
   c.stamp_sequence[half].store(stamp.sequence, std::memory_order_relaxed);
   c.stamp_bytes[half].store(stamp.bytes, std::memory_order_relaxed);
   c.stamp_op[half].store(stamp.op, std::memory_order_relaxed);
-  // The address sits on the second line, which the peers read only for
-  // single-copy operations: written only when it changes (small
-  // operations stamp 0 again and again), so that it costs no cache miss.
-  if (c.stamp_address[half].load(std::memory_order_relaxed) != stamp.address)
-    c.stamp_address[half].store(stamp.address, std::memory_order_relaxed);
+  c.stamp_address[half].store(stamp.address, std::memory_order_relaxed);
 }
 
 Arena::Stamp Arena::stamp_of(int local, int half) const {
   const RankControl& c = control(local);
   return Stamp{c.stamp_sequence[half].load(std::memory_order_relaxed),
                c.stamp_bytes[half].load(std::memory_order_relaxed),
-               c.stamp_op[half].load(std::memory_order_relaxed)};
-}
-
-uint64_t Arena::address_of(int local, int half) const {
-  return control(local).stamp_address[half].load(std::memory_order_relaxed);
-}
-
-void Arena::put_inline(int half, const void* data, size_t bytes) {
-  uint64_t word = 0;
-  if (bytes) std::memcpy(&word, data, std::min(bytes, kInlineBytes));
-  control(me_).inline_data[half].store(word, std::memory_order_relaxed);
-}
-
-void Arena::get_inline(int local, int half, void* into, size_t bytes) const {
-  const uint64_t word = control(local).inline_data[half].load(std::memory_order_relaxed);
-  if (bytes) std::memcpy(into, &word, std::min(bytes, kInlineBytes));
+               c.stamp_op[half].load(std::memory_order_relaxed),
+               c.stamp_address[half].load(std::memory_order_relaxed)};
 }
 
 void Arena::leave(uint64_t sequence) {

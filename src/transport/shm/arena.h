@@ -84,17 +84,7 @@ class Arena {
     uint64_t address = 0;  // of the rank's buffer, for single-copy reads
   };
   void stamp(int half, const Stamp& stamp);
-  // stamp_of reads local rank `local`'s stamp without its address (on a
-  // line of its own); address_of reads the address.
   Stamp stamp_of(int local, int half) const;
-  uint64_t address_of(int local, int half) const;
-  // Inline data: up to kInlineBytes per half, on the cache line of the
-  // rank's arrival count, so that a peer reads count, stamp and payload in
-  // one miss. put_inline is written before this rank's arrival in the
-  // chunk that uses `half`; get_inline reads local rank `local`'s after it.
-  static constexpr size_t kInlineBytes = 8;
-  void put_inline(int half, const void* data, size_t bytes);
-  void get_inline(int local, int half, void* into, size_t bytes) const;
   // slot returns local rank `local`'s slot `half` (0 or 1), slot_bytes long.
   uint8_t* slot(int local, int half) const;
   size_t slot_bytes() const { return slot_bytes_; }
