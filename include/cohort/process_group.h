@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/symmetric_memory.h"
 #include "cohort/types.h"
 #include "cohort/work.h"
 
@@ -163,6 +164,16 @@ class ProcessGroup {
   // deadlock) and returns one Work per op.
   std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops);
 
+  // alloc_symmetric gives this rank a zero-filled block of `bytes` that the
+  // group's other ranks on this host map too (symmetric_memory.h):
+  // collectives on buffers inside such blocks read each other's data in
+  // place. Collective: every rank of the group calls it, in the same order
+  // and with the same size (it synchronises the ranks of each host, within
+  // `timeout`, 0: the group's). Where the ranks cannot share memory the
+  // block is ordinary memory (shared() false). Throws on timeout or a
+  // store failure.
+  std::shared_ptr<SymmetricMemory> alloc_symmetric(size_t bytes, std::chrono::milliseconds timeout = {});
+
   // abort fails the running and queued operations at once and makes the
   // group refuse new ones. Thread-safe.
   void abort(const std::string& reason = "abort() was called");
@@ -209,6 +220,7 @@ class ProcessGroup {
   const std::chrono::milliseconds timeout_;
   const std::shared_ptr<Store> store_;
   std::atomic<uint64_t> p2p_sequence_{0};  // sends and receives
+  std::atomic<uint64_t> symmetric_allocations_{0};  // numbers alloc_symmetric's calls
 
   // gate_ holds who may drive the backend and the collectives' numbering
   // in one word, so that a blocking collective on an idle group claims the

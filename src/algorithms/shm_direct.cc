@@ -212,24 +212,30 @@ Status end_single_copy(AlgoContext& c, shm::Arena& a, int half) {
 
 // Piece is one entry of the table a rank publishes for a coalesced
 // all_reduce: where one of its buffers is, and how many elements it holds.
+// A piece inside a symmetric allocation (transport/shm/symmetric.h) also
+// says which one and where, so that the ranks holding it read the piece
+// through their own mapping instead of with a system call.
 struct Piece {
   uint64_t address;
   uint64_t count;
+  uint64_t symmetric_id = 0;  // 0: ordinary memory
+  uint64_t symmetric_offset = 0;
 };
 
-// for_each_run calls f(address, elements, offset) for each part of the
-// elements [first, first + n) of the concatenation of `pieces`, in order;
-// `offset` counts elements from `first`.
+// for_each_run calls f(piece, address, elements, offset) for each part of
+// the elements [first, first + n) of the concatenation of `pieces`, in
+// order; `piece` indexes `pieces`, `offset` counts elements from `first`.
 template <class F>
 void for_each_run(const std::vector<Piece>& pieces, size_t es, size_t first, size_t n, F f) {
   size_t start = 0, done = 0;  // where the current piece starts; elements handed out
-  for (const Piece& p : pieces) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
     if (done == n) return;
     const size_t end = start + p.count;
     if (end > first + done) {
       const size_t from = first + done - start;
       const size_t take = std::min<size_t>(end - (first + done), n - done);
-      f(p.address + from * es, take, done);
+      f(i, p.address + from * es, take, done);
       done += take;
     }
     start = end;
@@ -263,36 +269,86 @@ Status read_table(AlgoContext& c, shm::Arena& a, int q, int half, std::vector<Pi
   return read_peer(c, a, q, out->data(), address + sizeof n, n * sizeof(Piece));
 }
 
+// PeerPieces is another rank's table of pieces as this rank reads them:
+// for each piece, where it is mapped here when it lies in a symmetric
+// allocation this rank holds too (null: read it with a system call).
+struct PeerPieces {
+  std::vector<Piece> pieces;
+  std::vector<const uint8_t*> mapped;
+  bool all_mapped = false;
+  std::vector<std::shared_ptr<ShmSegment>> holds;  // keep those mappings for the op
+
+  const uint8_t* at(size_t piece, uint64_t address) const {
+    return mapped[piece] + (address - pieces[piece].address);
+  }
+};
+
+// map_pieces finds which of local rank q's pieces this rank maps itself.
+void map_pieces(const shm::Arena& a, int q, size_t es, PeerPieces* peer) {
+  const shm::SymmetricRegistry& registry = *a.symmetric();
+  peer->mapped.assign(peer->pieces.size(), nullptr);
+  peer->all_mapped = !peer->pieces.empty();
+  for (size_t i = 0; i < peer->pieces.size(); ++i) {
+    const Piece& piece = peer->pieces[i];
+    std::shared_ptr<ShmSegment> hold;
+    if (piece.symmetric_id != 0) {
+      peer->mapped[i] = registry.region_of(q, piece.symmetric_id, piece.symmetric_offset, piece.count * es, &hold);
+    }
+    if (hold) peer->holds.push_back(std::move(hold));
+    peer->all_mapped = peer->all_mapped && peer->mapped[i] != nullptr;
+  }
+}
+
+// left_error is the error for a rank that gave up the operation while this
+// one read its memory in place (what was read may be stale).
+Status left_error(AlgoContext& c, shm::Arena& a, int q) {
+  Status why = c.transport.poll_health();
+  if (!why.ok()) return why;
+  return network_error("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) + " left " + c.what +
+                       " while this rank was reading its buffer");
+}
+
 // all_reduce_pieces_single_copy reduces the concatenation of several
 // buffers (a plain all_reduce: one), each in place: every rank publishes a
 // table of its pieces, reduces its own block of everyone's (read through
 // their tables into a scratch chunk that stays in cache, scaled there by
 // `post_scale`), and then copies the others' reduced blocks from their
 // pieces straight into its own. Ranks may split the total differently.
+// Pieces that both ranks map (symmetric memory) are reduced from and copied
+// out of the mapping directly: no system call, no scratch chunk.
 Status all_reduce_pieces_single_copy(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
                                      ReduceOp::Kind op, double post_scale) {
   const int p = a.local_size(), me = a.local_index();
   const DType dtype = buffers.front().dtype;
   const size_t es = dtype_size(dtype);
+  const shm::SymmetricRegistry& registry = *a.symmetric();
+  const bool any_symmetric = !registry.empty();
   std::vector<Piece> mine;
   std::vector<uint64_t> table{buffers.size()};  // what the others read: length, then the pieces
   size_t total = 0;
   for (const Buffer& b : buffers) {
-    mine.push_back(Piece{reinterpret_cast<uint64_t>(b.data), b.count});
-    table.push_back(mine.back().address);
-    table.push_back(mine.back().count);
+    Piece piece{reinterpret_cast<uint64_t>(b.data), b.count};
+    if (any_symmetric) {
+      const auto place = registry.place_of(me, b.data, b.bytes());
+      piece.symmetric_id = place.id;
+      piece.symmetric_offset = place.offset;
+    }
+    mine.push_back(piece);
+    table.insert(table.end(), {piece.address, piece.count, piece.symmetric_id, piece.symmetric_offset});
     total += b.count;
   }
   // The table goes into this rank's slot when it fits (a plain all_reduce's
-  // 24 bytes always do): the others read it without a system call.
+  // 40 bytes always do): the others read it without a system call.
   const size_t table_bytes = table.size() * sizeof table[0];
   int half;
   Status st = begin_single_copy(c, a, op_stamp(c, Collective::kAllReduce, -1, total * es), table.data(),
                                 &half, table_bytes <= a.slot_bytes() ? table_bytes : 0);
   if (!st.ok()) return st;
-  std::vector<std::vector<Piece>> theirs(static_cast<size_t>(p));
+  std::vector<PeerPieces> theirs(static_cast<size_t>(p));
   for (int q = 0; q < p && st.ok(); ++q) {
-    if (q != me) st = read_table(c, a, q, half, &theirs[static_cast<size_t>(q)]);
+    if (q == me) continue;
+    st = read_table(c, a, q, half, &theirs[static_cast<size_t>(q)].pieces);
+    if (st.ok() && any_symmetric) map_pieces(a, q, es, &theirs[static_cast<size_t>(q)]);
   }
   if (!st.ok()) return st;
   // Reduce this rank's block of everyone's pieces into its own pieces.
@@ -304,34 +360,53 @@ Status all_reduce_pieces_single_copy(AlgoContext& c, shm::Arena& a, const std::v
     const size_t n = std::min(chunk, len - e);
     for (int q = 0; q < p; ++q) {
       if (q == me) continue;
-      for_each_run(theirs[static_cast<size_t>(q)], es, lo + e, n, [&](uint64_t at, size_t k, size_t off) {
+      const PeerPieces& peer = theirs[static_cast<size_t>(q)];
+      if (peer.all_mapped) {
+        for_each_run(mine, es, lo + e, n, [&](size_t, uint64_t into, size_t k, size_t off) {
+          for_each_run(peer.pieces, es, lo + e + off, k, [&](size_t i, uint64_t from, size_t k2, size_t off2) {
+            reduce_into(dtype, op, reinterpret_cast<uint8_t*>(into) + off2 * es, peer.at(i, from), k2);
+          });
+        });
+        continue;
+      }
+      for_each_run(peer.pieces, es, lo + e, n, [&](size_t, uint64_t at, size_t k, size_t off) {
         if (st.ok()) st = read_peer(c, a, q, scratch + off * es, at, k * es);
       });
       if (!st.ok()) return st;
-      for_each_run(mine, es, lo + e, n, [&](uint64_t at, size_t k, size_t off) {
+      for_each_run(mine, es, lo + e, n, [&](size_t, uint64_t at, size_t k, size_t off) {
         reduce_into(dtype, op, reinterpret_cast<void*>(at), scratch + off * es, k);
       });
     }
     if (post_scale != 1.0) {
-      for_each_run(mine, es, lo + e, n, [&](uint64_t at, size_t k, size_t) {
+      for_each_run(mine, es, lo + e, n, [&](size_t, uint64_t at, size_t k, size_t) {
         scale(dtype, reinterpret_cast<void*>(at), k, post_scale);
       });
     }
+  }
+  for (int q = 0; q < p; ++q) {
+    if (q != me && theirs[static_cast<size_t>(q)].all_mapped && a.left(q, c.sequence)) return left_error(c, a, q);
   }
   st = arrive_and_wait_all(c, a);
   if (!st.ok()) return st;
   // Copy the others' reduced blocks from their pieces straight into ours.
   for (int q = 0; q < p; ++q) {
     if (q == me) continue;
+    const PeerPieces& peer = theirs[static_cast<size_t>(q)];
     block_range(total, p, q, &lo, &len);
-    for_each_run(mine, es, lo, len, [&](uint64_t into, size_t k, size_t off) {
-      for_each_run(theirs[static_cast<size_t>(q)], es, lo + off, k,
-                   [&](uint64_t from, size_t k2, size_t off2) {
-                     if (st.ok())
-                       st = read_peer(c, a, q, reinterpret_cast<uint8_t*>(into) + off2 * es, from, k2 * es);
-                   });
+    bool read_mapped = false;
+    for_each_run(mine, es, lo, len, [&](size_t, uint64_t into, size_t k, size_t off) {
+      for_each_run(peer.pieces, es, lo + off, k, [&](size_t i, uint64_t from, size_t k2, size_t off2) {
+        uint8_t* to = reinterpret_cast<uint8_t*>(into) + off2 * es;
+        if (!peer.mapped.empty() && peer.mapped[i]) {
+          std::memcpy(to, peer.at(i, from), k2 * es);
+          read_mapped = true;
+        } else if (st.ok()) {
+          st = read_peer(c, a, q, to, from, k2 * es);
+        }
+      });
     });
     if (!st.ok()) return st;
+    if (read_mapped && a.left(q, c.sequence)) return left_error(c, a, q);
   }
   return end_single_copy(c, a, half);
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cohort/store.h"
+#include "cohort/symmetric_memory.h"
 #include "cohort/types.h"
 #include "common/deadline.h"
 #include "common/status.h"
@@ -91,6 +93,13 @@ class Backend {
   // (kTimeout at op.deadline: the others then never called collective #n).
   virtual Status exchange_fingerprints(const void* mine, size_t bytes, void* all, uint8_t* arrived,
                                        const OpContext& op);
+  // alloc_symmetric gives this rank its block of the group's collective
+  // allocation number `id` (symmetric_memory.h); every rank calls it with
+  // the same id and size. This default gives ordinary page-aligned memory;
+  // the native backend maps one segment per host among the ranks there,
+  // agreed through `store` (the group's; may be null).
+  virtual Result<std::shared_ptr<SymmetricMemory>> alloc_symmetric(Store* store, uint64_t id, size_t bytes,
+                                                                   Deadline deadline);
   // describe_links says, for COHORT_DEBUG=info, how this rank reaches the
   // others ("shared memory with ranks [1, 2]; TCP with ranks [3]").
   virtual std::string describe_links() const { return ""; }

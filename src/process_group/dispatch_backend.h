@@ -68,6 +68,11 @@ class DispatchBackend : public Backend {
                                const OpContext& op) override {
     return first()->exchange_fingerprints(mine, bytes, all, arrived, op);
   }
+  // Symmetric memory is host memory: the CPU backend's.
+  Result<std::shared_ptr<SymmetricMemory>> alloc_symmetric(Store* store, uint64_t id, size_t bytes,
+                                                           Deadline deadline) override {
+    return first()->alloc_symmetric(store, id, bytes, deadline);
+  }
   std::string describe_links() const override;
 
  private:

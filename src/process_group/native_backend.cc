@@ -296,3 +296,30 @@ void NativeBackend::post_recv(const Buffer& buffer, int src, int tag, const OpCo
 }
 
 }  // namespace cohort
+
+namespace cohort {
+
+Result<std::shared_ptr<SymmetricMemory>> NativeBackend::alloc_symmetric(Store* store, uint64_t id, size_t bytes,
+                                                                        Deadline deadline) {
+  shm::Arena* arena = transport_->shared_arena();
+  if (!arena || !store) return Backend::alloc_symmetric(store, id, bytes, deadline);
+  const size_t region = shm::symmetric_region_bytes(bytes);
+  auto segment = shm::map_symmetric(*store, *arena, id, region, deadline);
+  if (!segment.ok()) {
+    // Every local rank got the same answer: all fall back together.
+    if (segment.status().code() == StatusCode::kTimeout || segment.status().code() == StatusCode::kStoreError)
+      return segment.status();
+    COHORT_LOG(kWarning) << "rank " << transport_->rank()
+                         << ": symmetric memory is not shared, using ordinary memory: "
+                         << segment.status().message();
+    return Backend::alloc_symmetric(store, id, bytes, deadline);
+  }
+  std::shared_ptr<ShmSegment> mapped = std::move(segment.value());
+  const std::shared_ptr<shm::SymmetricRegistry>& registry = arena->symmetric();
+  registry->add(id, mapped, region);
+  void* mine = static_cast<uint8_t*>(mapped->data()) + static_cast<size_t>(arena->local_index()) * region;
+  // The registry may outlive the arena, and the block the registry.
+  return std::make_shared<SymmetricMemory>(mine, bytes, true, [registry, id, mapped] { registry->remove(id); });
+}
+
+}  // namespace cohort

@@ -44,6 +44,9 @@ class NativeBackend : public Backend {
   bool has_fingerprint_exchange() const override { return true; }
   Status exchange_fingerprints(const void* mine, size_t bytes, void* all, uint8_t* arrived,
                                const OpContext& op) override;
+  // Ranks that share a host map one segment (transport/shm/symmetric.h).
+  Result<std::shared_ptr<SymmetricMemory>> alloc_symmetric(Store* store, uint64_t id, size_t bytes,
+                                                           Deadline deadline) override;
   std::string describe_links() const override;
 
  private:

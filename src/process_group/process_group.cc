@@ -242,6 +242,18 @@ std::vector<int> ProcessGroup::lost_ranks() const {
   return backend_->lost_peers();
 }
 
+std::shared_ptr<SymmetricMemory> ProcessGroup::alloc_symmetric(size_t bytes, std::chrono::milliseconds timeout) {
+  const uint64_t id = ++symmetric_allocations_;
+  const auto limit = timeout.count() > 0 ? timeout : timeout_;
+  auto block = backend_->alloc_symmetric(store_.get(), id, bytes, Deadline::after(limit));
+  if (!block.ok()) {
+    throw_status(Status(block.status().code(), "alloc_symmetric #" + std::to_string(id) + " of " +
+                                                   std::to_string(bytes) + " bytes on group " + name_ +
+                                                   ": " + block.status().message()));
+  }
+  return std::move(block.value());
+}
+
 bool ProcessGroup::can_shrink() const {
   return backend_->can_shrink() && store_ != nullptr;
 }

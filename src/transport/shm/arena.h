@@ -25,6 +25,7 @@
 #include "common/shm_segment.h"
 #include "common/status.h"
 #include "transport/shm/ring.h"
+#include "transport/shm/symmetric.h"
 
 namespace cohort::shm {
 
@@ -119,6 +120,11 @@ class Arena {
   };
   SlotClock& slot_clock() { return clock_; }
 
+  // symmetric lists this host's symmetric allocations of the group
+  // (symmetric.h); shared with the allocations' owners, which may outlive
+  // the arena.
+  const std::shared_ptr<SymmetricRegistry>& symmetric() const { return symmetric_; }
+
  private:
   Arena() = default;
   RankControl& control(int local) const;
@@ -136,6 +142,7 @@ class Arena {
   uint8_t* base_ = nullptr;
   size_t controls_at_ = 0, ring_controls_at_ = 0, rings_at_ = 0, slots_at_ = 0;
   SlotClock clock_;
+  std::shared_ptr<SymmetricRegistry> symmetric_ = std::make_shared<SymmetricRegistry>();
   uint64_t all_seen_ = 0;  // every local rank has arrived at least this often
   bool single_copy_ = false;
   size_t single_copy_from_ = SIZE_MAX;

@@ -1,0 +1,127 @@
+#include "transport/shm/symmetric.h"
+
+#include <algorithm>
+#include <string>
+
+#include "cohort/errors.h"
+#include "transport/shm/arena.h"
+
+namespace cohort::shm {
+
+constexpr size_t kPage = 4096;
+
+size_t symmetric_region_bytes(size_t bytes) {
+  return std::max<size_t>(kPage, (bytes + kPage - 1) / kPage * kPage);
+}
+
+void SymmetricRegistry::add(uint64_t id, std::shared_ptr<ShmSegment> segment, size_t region_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.push_back(Entry{id, std::move(segment), region_bytes});
+}
+
+void SymmetricRegistry::remove(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.id == id; }),
+                 entries_.end());
+}
+
+SymmetricRegistry::Place SymmetricRegistry::place_of(int me, const void* address, size_t bytes) const {
+  const auto* at = static_cast<const uint8_t*>(address);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Entry& e : entries_) {
+    const auto* region = static_cast<const uint8_t*>(e.segment->data()) + static_cast<size_t>(me) * e.region_bytes;
+    if (at >= region && at + bytes <= region + e.region_bytes) {
+      return Place{e.id, static_cast<uint64_t>(at - region)};
+    }
+  }
+  return Place{};
+}
+
+uint8_t* SymmetricRegistry::region_of(int q, uint64_t id, uint64_t offset, size_t bytes,
+                                      std::shared_ptr<ShmSegment>* hold) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Entry& e : entries_) {
+    if (e.id != id) continue;
+    // A peer's table is not trusted to stay inside the block.
+    if (offset > e.region_bytes || bytes > e.region_bytes - offset) return nullptr;
+    const size_t start = static_cast<size_t>(q) * e.region_bytes;
+    if (start + e.region_bytes > e.segment->size()) return nullptr;
+    *hold = e.segment;
+    return static_cast<uint8_t*>(e.segment->data()) + start + offset;
+  }
+  return nullptr;
+}
+
+bool SymmetricRegistry::empty() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.empty();
+}
+
+Result<std::shared_ptr<ShmSegment>> map_symmetric(Store& store, const Arena& arena, uint64_t id,
+                                                  size_t region_bytes, Deadline deadline) {
+  const std::vector<int>& local = arena.local_ranks();
+  const int leader = local.front();
+  const int me = local[static_cast<size_t>(arena.local_index())];
+  const size_t total = region_bytes * local.size();
+  const std::string key = "symmetric/" + std::to_string(id) + "/" + std::to_string(leader) + "/";
+  const auto remaining = [&] {
+    return deadline.is_never() ? kNoTimeout : std::max(std::chrono::milliseconds(1), deadline.remaining());
+  };
+  auto segment = std::make_shared<ShmSegment>();
+  Status made;
+  try {
+    if (me == leader) {
+      auto seg = ShmSegment::create(total);
+      if (seg.ok()) {
+        *segment = std::move(seg.value());
+        store.set(key + "segment", to_bytes(segment->name()));
+      } else {
+        made = seg.status();
+        store.set(key + "segment", to_bytes("!" + made.message()));
+      }
+    } else {
+      store.wait({key + "segment"}, remaining());
+      const std::string name = to_string(store.get(key + "segment"));
+      if (!name.empty() && name[0] == '!') {
+        made = Status(StatusCode::kBackendError, "rank " + std::to_string(leader) + ": " + name.substr(1));
+      } else {
+        auto seg = ShmSegment::open(name, total);
+        if (seg.ok()) {
+          *segment = std::move(seg.value());
+        } else {
+          made = seg.status();
+        }
+      }
+    }
+    // The last rank to map it removes the name; where a rank failed, the
+    // leader removes it below.
+    if (store.add(key + "mapped", 1) == static_cast<int64_t>(local.size()) && segment->valid()) {
+      segment->unlink();
+    }
+    // Every local rank learns whether every one mapped it: all use the
+    // shared block, or none does.
+    store.set(key + "ok/" + std::to_string(me), to_bytes(made.ok() ? "1" : made.message()));
+    std::vector<std::string> keys;
+    for (int q : local) keys.push_back(key + "ok/" + std::to_string(q));
+    store.wait(keys, remaining());
+    auto answers = store.multi_get(keys);
+    for (size_t i = 0; i < local.size() && made.ok(); ++i) {
+      const std::string s = to_string(answers[i]);
+      if (s != "1") {
+        made = Status(StatusCode::kBackendError,
+                      "rank " + std::to_string(local[i]) + " could not map symmetric memory: " + s);
+      }
+    }
+  } catch (const TimeoutError& e) {
+    made = timeout_error(std::string("allocating symmetric memory: ") + e.what());
+  } catch (const Error& e) {
+    made = Status(StatusCode::kStoreError, std::string("allocating symmetric memory: ") + e.what());
+  }
+  if (!made.ok()) {
+    segment->unlink();
+    return made;
+  }
+  return segment;
+}
+
+}  // namespace cohort::shm
