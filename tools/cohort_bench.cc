@@ -2,7 +2,7 @@
 //
 //   cohort-bench COLLECTIVE [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
 //                [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] [--spawn N]
-//                [--backend cohort|mpi|SPEC]
+//                [--backend cohort|mpi|SPEC] [--symmetric]
 //
 // COLLECTIVE: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
 // all_to_all. Sizes take K, M, G suffixes. Every rank is a process that
@@ -16,6 +16,8 @@
 // reduce 1. size is, as in nccl-tests, the largest buffer involved (the
 // input of all_reduce, broadcast, reduce, reduce_scatter and all_to_all; the
 // output of all_gather). Exits 1 when any result was wrong (-c 1, SUM).
+// --symmetric puts the buffers in symmetric memory
+// (ProcessGroup::alloc_symmetric), which the ranks of a host read in place.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,7 +48,7 @@ struct Args {
   size_t min_bytes = 8, max_bytes = 64 << 20;
   double factor = 2;
   int iters = 20, warmup = 5;
-  bool check = true, json = false;
+  bool check = true, json = false, symmetric = false;
   DType dtype = DType::kFloat32;
   ReduceOp op = ReduceOp::SUM;
   int root = 0;
@@ -60,7 +62,7 @@ struct Args {
       "cohort-bench: %s\nusage: cohort-bench "
       "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier "
       "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
-      "[--spawn N] [--backend cohort|mpi]\n",
+      "[--spawn N] [--backend cohort|mpi] [--symmetric]\n",
       why.c_str());
   std::exit(2);
 }
@@ -117,6 +119,8 @@ Args parse(int argc, char** argv) {
       a.spawn = std::atoi(next());
     else if (f == "--backend")
       a.backend = next();
+    else if (f == "--symmetric")
+      a.symmetric = true;
     else
       usage("unknown option " + f);
   }
@@ -163,22 +167,32 @@ int spawn(int n, char** argv) {
 // PageBuffer is a zeroed buffer that starts on a page, as bench/mpi_bench's
 // do: where a buffer starts changes the speed of its copies (Open MPI's
 // 64 KiB all_gather at 2 ranks ran 10-15% slower from a heap block than
-// from a page here), so both benchmarks place their buffers alike.
+// from a page here), so both benchmarks place their buffers alike. With
+// --symmetric it is the rank's block of a symmetric allocation (also on a
+// page), made collectively on `group`.
 class PageBuffer {
  public:
-  explicit PageBuffer(size_t bytes)
-      : data_(static_cast<uint8_t*>(std::aligned_alloc(kPage, (bytes + kPage - 1) / kPage * kPage))) {
+  PageBuffer(size_t bytes, ProcessGroup* group) {
+    if (group) {
+      block_ = group->alloc_symmetric(bytes);
+      data_ = static_cast<uint8_t*>(block_->data());
+      return;
+    }
+    data_ = static_cast<uint8_t*>(std::aligned_alloc(kPage, (bytes + kPage - 1) / kPage * kPage));
     if (data_ == nullptr) throw std::bad_alloc();
     std::memset(data_, 0, bytes);
   }
-  ~PageBuffer() { std::free(data_); }
+  ~PageBuffer() {
+    if (!block_) std::free(data_);
+  }
   PageBuffer(const PageBuffer&) = delete;
   PageBuffer& operator=(const PageBuffer&) = delete;
   uint8_t* data() const { return data_; }
 
  private:
   static constexpr size_t kPage = 4096;
-  uint8_t* data_;
+  uint8_t* data_ = nullptr;
+  std::shared_ptr<SymmetricMemory> block_;
 };
 
 double bus_factor(const std::string& c, int n) {
@@ -239,7 +253,8 @@ int main(int argc, char** argv) {
       size_t count = barrier ? 0 : bytes / es;
       if (c == "all_gather" || c == "reduce_scatter" || c == "all_to_all")
         count = std::max<size_t>(1, count / n) * n;
-      PageBuffer in(count * es + 1), out(count * es + 1);
+      ProcessGroup* shared_by = a.symmetric ? g.get() : nullptr;
+      PageBuffer in(count * es + 1, shared_by), out(count * es + 1, shared_by);
       auto run = [&]() {
         switch (which) {
           case Which::kAllReduce: {

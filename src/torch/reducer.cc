@@ -38,6 +38,21 @@ at::Tensor alias_of(const at::Tensor& view) {
       .set_(view.storage(), view.storage_offset(), view.sizes(), view.strides());
 }
 
+// bucket_storage makes a zeroed flat bucket. CPU buckets live in symmetric
+// memory (ProcessGroup::alloc_symmetric; every rank builds its buckets in
+// the same order, so the allocations match): on one host the ranks then
+// reduce each other's buckets in place, with plain loads and stores.
+// *shared tells whether they do.
+at::Tensor bucket_storage(ProcessGroup& group, int64_t numel, const at::TensorOptions& options, bool* shared) {
+  *shared = false;
+  if (!options.device().is_cpu()) return at::zeros({numel}, options);
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(c10::typeMetaToScalarType(options.dtype()));
+  std::shared_ptr<SymmetricMemory> block = group.alloc_symmetric(bytes);
+  *shared = block->shared();
+  void* data = block->data();
+  return at::from_blob(data, {numel}, [block](void*) {}, options);
+}
+
 }  // namespace
 
 Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
@@ -141,7 +156,7 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
     bucket.params = assignment[b];
     int64_t total = 0;
     for (size_t index : bucket.params) total += params_[index].numel();
-    bucket.contents = at::zeros({total}, params_[bucket.params.front()].options());
+    bucket.contents = bucket_storage(*group_, total, params_[bucket.params.front()].options(), &bucket.shared);
     int64_t offset = 0;
     for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
       const at::Tensor& p = params_[bucket.params[slot]];
@@ -245,6 +260,10 @@ void Reducer::mark_ready(size_t index) {
     // Left where it is: launch decides, once the bucket is full.
   } else if (grad.defined() && grad.is_alias_of(view)) {
     if (scale != 1.0) view.mul_(scale);
+  } else if (adopts_gradients(bucket) && in_place_ready(index, bucket) && params_[index].is_contiguous()) {
+    // From now on autograd accumulates this gradient in the bucket itself.
+    view.copy_(grad);
+    const_cast<at::Tensor&>(params_[index]).mutable_grad() = alias_of(view);
   } else if (grad.defined()) {
     if (scale != 1.0) {
       at::mul_out(view, grad, bucket.inverse_world);
@@ -263,11 +282,19 @@ bool Reducer::divides_before_sum(const Bucket& bucket) const {
   return !hook_ && bucket.contents.scalar_type() == at::kHalf;
 }
 
-bool Reducer::may_reduce_in_place(const Bucket& bucket) const {
+bool Reducer::default_mode_fast_path(const Bucket& bucket) const {
   // The unused-parameter rules keep some gradients as they were, so those
   // modes reduce copies; view mode already reduces in place.
   return !hook_ && !divides_before_sum(bucket) && !options_.gradient_as_bucket_view &&
          !options_.find_unused_parameters && !options_.static_graph && bucket.contents.device().is_cpu();
+}
+
+bool Reducer::may_reduce_in_place(const Bucket& bucket) const {
+  return default_mode_fast_path(bucket) && !bucket.shared;
+}
+
+bool Reducer::adopts_gradients(const Bucket& bucket) const {
+  return default_mode_fast_path(bucket) && bucket.shared;
 }
 
 bool Reducer::in_place_ready(size_t index, const Bucket& bucket) const {
@@ -390,6 +417,8 @@ void Reducer::write_back(const std::vector<int32_t>& globally_used) {
     at::Tensor& grad = const_cast<at::Tensor&>(params_[i]).mutable_grad();
     if (options_.gradient_as_bucket_view) {
       if (!grad.defined() || !grad.is_alias_of(view)) grad = alias_of(view);
+    } else if (grad.defined() && grad.data_ptr() == view.data_ptr()) {
+      continue;  // adopted into the bucket (adopts_gradients): it is the average
     } else if (grad.defined()) {
       grad.copy_(view);
     } else {

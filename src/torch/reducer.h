@@ -55,6 +55,9 @@ class Reducer {
     // Reduced straight in the parameters' gradients this iteration (no copy
     // into contents, none back): see reduces_in_place.
     bool in_place = false;
+    // contents are symmetric memory that the other ranks on this host map
+    // (ProcessGroup::alloc_symmetric): the bucket reduces in place there.
+    bool shared = false;
     c10::intrusive_ptr<c10::ivalue::Future> future;
     std::chrono::steady_clock::time_point launched;
     std::shared_ptr<std::atomic<int64_t>> done_ns;  // written by whoever completes the future
@@ -73,11 +76,19 @@ class Reducer {
   // gradients by the world size as it copies them in (float16), rather than
   // asking the all_reduce to average.
   bool divides_before_sum(const Bucket& bucket) const;
-  // may_reduce_in_place: without a hook, view mode, float16 or the unused-
-  // parameter bookkeeping, a CPU bucket is reduced with all_reduce_coalesced
-  // over its gradients where they are, when every one of them is
-  // in_place_ready (mark_ready then leaves it uncopied).
+  // may_reduce_in_place: a CPU bucket on the default mode's fast path
+  // that is not shared is reduced with all_reduce_coalesced over its
+  // gradients where they are, when every one of them is in_place_ready
+  // (mark_ready then leaves it uncopied).
   bool may_reduce_in_place(const Bucket& bucket) const;
+  // default_mode_fast_path: no hook, view mode, float16 or unused-parameter
+  // bookkeeping, and a CPU bucket. Such a bucket is reduced without copies:
+  // a shared one (adopts_gradients) takes the gradients in, as aliases of
+  // its views, the first time they arrive (autograd then accumulates into
+  // it, and the ranks reduce it in each other's memory); any other reduces
+  // the gradients where they are (may_reduce_in_place).
+  bool default_mode_fast_path(const Bucket& bucket) const;
+  bool adopts_gradients(const Bucket& bucket) const;
   bool in_place_ready(size_t index, const Bucket& bucket) const;
   void launch(size_t b);
   // reduce_bucket starts bucket b's reduction; `from_gradients` false: of

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "cohort/checkpoint.h"
+#include "cohort/config.h"
 #include "cohort/comm_hooks.h"
 #include "cohort/ddp.h"
 #include "cohort/errors.h"
@@ -50,6 +51,9 @@ struct Scenario {
   std::function<CommHook()> hook;         // made per rank (hooks have state)
   DDPOptions options;
   double lr = 0.05, momentum = 0.9;
+  // Drop the gradients each step (torch's zero_grad(set_to_none=True))
+  // instead of zeroing them: DDP must take in new ones every time.
+  bool fresh_gradients = false;
 };
 
 at::Tensor input_of(int step, int micro, int rank, int batch) {
@@ -91,7 +95,11 @@ void train_rank(const Scenario& s, const GroupPtr& group, Outcome& out) {
   const int my_steps = s.steps_of ? s.steps_of(rank) : s.steps;
   auto run_steps = [&] {
     for (int step = 0; step < my_steps; ++step) {
-      opt.zero_grad();
+      if (s.fresh_gradients) {
+        for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      } else {
+        opt.zero_grad();
+      }
       for (int m = 0; m < s.micro; ++m) {
         auto loss_of = [&] {
           at::Tensor y = ddp.forward(input_of(step, m, rank, s.batch), s.use_branch(step, rank));
@@ -177,6 +185,26 @@ TEST(DistributedDataParallel, MatchesOneProcessWithTheWholeBatch) {
     s.world = world;
     expect_equivalent(s);
   }
+}
+
+// Where the buckets are not shared (TCP here; also MPI, or another host),
+// the default mode reduces the gradients where they are instead of taking
+// them into the buckets.
+TEST(DistributedDataParallel, MatchesOneProcessWhenBucketsAreNotShared) {
+  set_config("COHORT_SHM", "off");
+  Scenario s;
+  s.world = 3;
+  s.micro = 2;
+  expect_equivalent(s);
+  reset_config("COHORT_SHM");
+}
+
+// Gradients replaced by new tensors every step are taken into the shared
+// buckets again each time.
+TEST(DistributedDataParallel, GradientsDroppedEveryStepStillMatch) {
+  Scenario s;
+  s.fresh_gradients = true;
+  expect_equivalent(s);
 }
 
 TEST(DistributedDataParallel, ManySmallBucketsMatch) {
