@@ -17,7 +17,11 @@
 //   big        like loop with 64 MiB all_reduces (the test kills a rank,
 //              SIGKILL, or stops it, SIGSTOP, with a 3 s op timeout): a
 //              survivor prints when (wall clock, ns) and what it caught, and
-//              that the next operation fails at once too
+//              that the next operation fails at once too; in symmetric
+//              memory with PG_WORKER_SYMMETRIC=1
+//   symmetric  all_reduces in symmetric memory (each rank its own mapping):
+//              the same offset everywhere, offsets that differ by rank,
+//              rank 0 in ordinary memory, and coalesced pieces; checks each
 //   shrink     like loop; after the NetworkError the survivors shrink the
 //              default group and check an all_reduce among themselves
 //   store      ranks other than 0 wait on a store key that never comes; the
@@ -39,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "cohort/distributed.h"
@@ -87,6 +92,55 @@ int late_rank(const std::string& mode, int rank, int victim) {
   }
   std::printf("rank %d %s: all_reduce #%d completed\n", rank, mode == "stall" ? "ok" : "wrong", before + 1);
   return mode == "stall" ? 0 : 1;
+}
+
+// symmetric_rank is the symmetric mode: each case fills the rank's values,
+// all_reduces them and checks the sums.
+int symmetric_rank(int rank, int world) {
+  constexpr size_t kCount = 300001;  // past the single-copy size, odd
+  auto value = [](int r, size_t i) { return static_cast<float>((r * 5 + i * 3) % 17); };
+  auto block = default_group()->alloc_symmetric((2 * kCount + 8192) * sizeof(float));
+  if (!block->shared()) {
+    std::printf("rank %d wrong: the block is not shared\n", rank);
+    return 1;
+  }
+  std::vector<float> ordinary(kCount);
+  auto check = [&](const std::vector<Buffer>& pieces, const char* what) {
+    size_t i = 0;
+    for (const Buffer& b : pieces) {
+      for (size_t k = 0; k < b.count; ++k, ++i) static_cast<float*>(b.data)[k] = value(rank, i);
+    }
+    if (pieces.size() == 1) {
+      all_reduce(pieces.front());
+    } else {
+      default_group()->all_reduce_coalesced(pieces);
+    }
+    i = 0;
+    for (const Buffer& b : pieces) {
+      for (size_t k = 0; k < b.count; ++k, ++i) {
+        float want = 0;
+        for (int q = 0; q < world; ++q) want += value(q, i);
+        if (static_cast<float*>(b.data)[k] != want) {
+          std::printf("rank %d wrong: %s [%zu] = %g, expected %g\n", rank, what, i,
+                      static_cast<double>(static_cast<float*>(b.data)[k]), static_cast<double>(want));
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  const size_t shift = static_cast<size_t>(rank) * 1000;
+  const size_t cut = 5000 + static_cast<size_t>(rank) * 50000;
+  const bool ok =
+      check({block->buffer(DType::kFloat32, kCount)}, "same offset") &&
+      check({block->buffer(DType::kFloat32, kCount, shift * sizeof(float))}, "offsets differ by rank") &&
+      check({rank == 0 ? Buffer::of(ordinary) : block->buffer(DType::kFloat32, kCount)}, "rank 0 ordinary") &&
+      check({block->buffer(DType::kFloat32, cut), block->buffer(DType::kFloat32, kCount - cut, (kCount + 4096) * sizeof(float))},
+            "pieces");
+  if (!ok) return 1;
+  destroy_process_group();
+  std::printf("rank %d ok: symmetric all_reduces match\n", rank);
+  return 0;
 }
 
 }  // namespace
@@ -147,15 +201,28 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
+    if (mode == "symmetric") return symmetric_rank(rank, world);
     if (mode == "big") {
-      std::vector<float> v(16 << 20, 1.0f);  // 64 MiB
+      // 64 MiB, in symmetric memory with PG_WORKER_SYMMETRIC=1.
+      std::vector<float> ordinary;
+      std::shared_ptr<SymmetricMemory> block;
+      Buffer buffer;
+      if (std::getenv("PG_WORKER_SYMMETRIC")) {
+        block = default_group()->alloc_symmetric((16 << 20) * sizeof(float));
+        buffer = block->buffer(DType::kFloat32, 16 << 20);
+        std::fill_n(static_cast<float*>(buffer.data), buffer.count, 1.0f);
+      } else {
+        ordinary.assign(16 << 20, 1.0f);
+        buffer = Buffer::of(ordinary);
+      }
+      Buffer v = buffer;
       AllReduceOptions options;
       const char* timeout_s = std::getenv("PG_WORKER_OP_TIMEOUT_S");  // the test's (sanitizers: longer)
       options.timeout = std::chrono::seconds(timeout_s ? std::atoi(timeout_s) : 3);
-      all_reduce(Buffer::of(v), options);
+      all_reduce(v, options);
       say_ready(rank);
       try {
-        for (;;) all_reduce(Buffer::of(v), options);
+        for (;;) all_reduce(v, options);
       } catch (const NetworkError& e) {
         caught(rank, "NetworkError", e, wall_ns());
       } catch (const TimeoutError& e) {
@@ -164,7 +231,7 @@ int main(int argc, char** argv) {
       // Later operations fail at once, with the same cause.
       const long long before = wall_ns();
       try {
-        all_reduce(Buffer::of(v), options);
+        all_reduce(v, options);
         return 1;
       } catch (const Error& e) {
         std::printf("rank %d next operation failed after %lld us: %s\n", rank, (wall_ns() - before) / 1000,

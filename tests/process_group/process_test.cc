@@ -102,6 +102,14 @@ TEST(ProcessGroupProcesses, NoSegmentIsLeftInDevShmAfterANormalRun) {
   EXPECT_TRUE(segments_of(job).empty()) << segments_of(job).front();
 }
 
+// Separate processes map the symmetric segment at addresses of their own:
+// what the ranks-as-threads tests cannot tell apart from one address space.
+TEST(ProcessGroupProcesses, SymmetricMemoryIsSharedBetweenProcessesAndLeavesNoSegment) {
+  Job job = launch(3, "symmetric", "env://");
+  expect_all_ok(job);
+  EXPECT_TRUE(segments_of(job).empty()) << segments_of(job).front();
+}
+
 TEST(ProcessGroupProcesses, RankKilledMidOperationFailsEverySurvivorWithNetworkError) {
   // Ranks on one host: the all_reduces run straight through shared memory,
   // where nothing but the dead rank's socket says it is gone.
@@ -264,6 +272,11 @@ int kill_repeats(int default_count) {
 TEST(ProcessGroupFailures, KillDuring64MiBAllReduceFailsEverySurvivorWithNetworkErrorWithin2s) {
   // One host: shared memory, where only the dead rank's socket tells.
   kill_during_big_all_reduces(kill_repeats(20), {}, "over shared memory");
+}
+
+TEST(ProcessGroupFailures, KillDuring64MiBSymmetricAllReduceFailsEverySurvivorWithin2s) {
+  // The ranks read and write each other's blocks with plain loads and stores.
+  kill_during_big_all_reduces(kill_repeats(5), {"PG_WORKER_SYMMETRIC=1"}, "in symmetric memory");
 }
 
 TEST(ProcessGroupFailures, KillDuring64MiBAllReduceOverTcpFailsEverySurvivorWithin2s) {
