@@ -12,16 +12,13 @@
 #include "common/shm_segment.h"
 #include "common/socket.h"
 #include "support/subprocess.h"
+#include "support/ports.h"
 
 namespace cohort::testing {
 namespace {
 
 using std::chrono::seconds;
 
-uint16_t free_port() {
-  auto s = listen_tcp("", 0);
-  return local_port(s.value().fd());
-}
 
 struct Job {
   std::vector<std::unique_ptr<Subprocess>> ranks;

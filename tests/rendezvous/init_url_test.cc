@@ -9,9 +9,12 @@
 #include "common/socket.h"
 #include "rendezvous/init_url.h"
 #include "support/messages.h"
+#include "support/ports.h"
 
 namespace cohort {
 namespace {
+
+using testing::free_port;
 
 using testing::message_of;
 
@@ -60,10 +63,6 @@ TEST(InitUrlTest, EnvNamesTheMissingOrMalformedVariable) {
             std::string::npos);
 }
 
-uint16_t free_port() {
-  auto s = listen_tcp("", 0);
-  return local_port(s.value().fd());
-}
 
 TEST(InitUrlTest, EnvRendezvousOfThreeRanksSharesOneStore) {
   uint16_t port = free_port();
