@@ -251,12 +251,11 @@ constexpr size_t kRingPassBlockBytes = 256 << 10;
 
 Status ring_in_passes(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
   const size_t es = dtype_size(buf.dtype);
-  const size_t pass_bytes =
-      std::max(kRingPassBytes, kRingPassBlockBytes * static_cast<size_t>(c.transport.size()));
-  const size_t per_pass = std::max<size_t>(pass_bytes / es, static_cast<size_t>(c.transport.size()));
-  const uint32_t steps_per_pass = 2 * static_cast<uint32_t>(c.transport.size() - 1);
-  uint32_t first_step = 0;
   const size_t p = static_cast<size_t>(c.transport.size());
+  const size_t pass_bytes = std::max(kRingPassBytes, kRingPassBlockBytes * p);
+  const size_t per_pass = std::max<size_t>(pass_bytes / es, p);
+  const uint32_t steps_per_pass = 2 * static_cast<uint32_t>(p - 1);
+  uint32_t first_step = 0;
   for (size_t done = 0, n = 0; done < buf.count; done += n, first_step += steps_per_pass) {
     // The last pass takes a remainder too short to split over the ranks.
     const size_t left = buf.count - done;

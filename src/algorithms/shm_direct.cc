@@ -8,6 +8,24 @@
 namespace cohort {
 namespace {
 
+// check_peers takes in what the peers sent and fails if one of the local
+// ranks named by `who` (-1: every one) closed its connection before having
+// arrived `target` times: it will not come, since its process exited or it
+// destroyed its group.
+Status check_peers(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+  Transport& t = c.transport;
+  Status st = t.poll_health();
+  if (!st.ok()) return st;
+  for (int q = 0; q < a.local_size(); ++q) {
+    const int rank = a.local_ranks()[static_cast<size_t>(q)];
+    if ((who < 0 || q == who) && q != a.local_index() && a.arrivals_of(q) < target && t.peer_gone(rank)) {
+      return network_error(t.peer_name(rank) + " closed its connection before reaching " + c.what +
+                           " (its process exited, or it destroyed the group)");
+    }
+  }
+  return Status::ok_status();
+}
+
 // wait_until returns once local rank `who` (-1: every local rank) has
 // arrived `target` times; a dead peer, abort() or the deadline end it.
 Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
@@ -30,19 +48,7 @@ Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
         if (t.has_pending()) t.progress(Deadline::at(Clock::now()));
         *busy = t.has_pending();
         if (!deep) return Status::ok_status();
-        Status st = t.poll_health();
-        if (!st.ok()) return st;
-        // A peer that closed its connection before arriving will not come:
-        // its process exited, or it destroyed its group.
-        for (int q = 0; q < w.a.local_size(); ++q) {
-          const int rank = w.a.local_ranks()[static_cast<size_t>(q)];
-          if ((w.who < 0 || q == w.who) && q != w.a.local_index() && w.a.arrivals_of(q) < w.target &&
-              t.peer_gone(rank)) {
-            return network_error(t.peer_name(rank) + " closed its connection before reaching " + w.c.what +
-                                 " (its process exited, or it destroyed the group)");
-          }
-        }
-        return Status::ok_status();
+        return check_peers(w.c, w.a, w.who, w.target);
       },
       c.what);
 }
@@ -111,110 +117,11 @@ Status check_stamps(shm::Arena& a, int who, int half, const shm::Arena::Stamp& m
 // bits); beyond it, the work is split by blocks.
 constexpr size_t kOneStepBytes = 16 * 1024;
 
-// reduce_chunks runs the blocked reduction; the result goes to every rank
-// (root < 0) or to local rank `root` only.
-Status reduce_chunks(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op, int root,
-                     double post_scale) {
-  const int p = a.local_size(), me = a.local_index();
-  const size_t es = dtype_size(buf.dtype);
-  auto* data = static_cast<uint8_t*>(buf.data);
-  const size_t chunk = std::max<size_t>(1, a.slot_bytes() / es);
-  const auto mine = op_stamp(c, root < 0 ? Collective::kAllReduce : Collective::kReduce, root, buf.bytes());
-  // At least one chunk, so that ranks that disagree about an empty buffer
-  // still meet and find out.
-  for (size_t off = 0; off == 0 || off < buf.count; off += chunk) {
-    const size_t n = std::min(chunk, buf.count - off);
-    int half;
-    Status st = next_half(c, a, true, &half);
-    if (!st.ok()) return st;
-    if (off == 0) a.stamp(half, mine);
-    if (n) std::memcpy(a.slot(me, half), data + off * es, n * es);
-    st = arrive_and_wait_all(c, a);
-    if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
-    if (!st.ok()) return st;
-    size_t lo, len;
-    block_range(n, p, me, &lo, &len);
-    uint8_t* own = a.slot(me, half) + lo * es;
-    for (int q = 0; q < p; ++q) {
-      if (q != me && len) reduce_into(buf.dtype, op, own, a.slot(q, half) + lo * es, len);
-    }
-    if (post_scale != 1.0 && len) scale(buf.dtype, own, len, post_scale);  // while the block is in cache
-    st = arrive_and_wait_all(c, a);
-    if (!st.ok()) return st;
-    if (root < 0 || root == me) {
-      for (int q = 0; q < p; ++q) {
-        block_range(n, p, q, &lo, &len);
-        if (len) std::memcpy(data + (off + lo) * es, a.slot(q, half) + lo * es, len * es);
-      }
-    }
-    release(a, half, a.arrivals() + 1);
-  }
-  return Status::ok_status();
-}
-
-// single_copy_at is the size from which a collective reads the other
-// ranks' buffers in place. Measured here (bench/compare_shm.sh, P=2 and 4
-// on 2 cores): broadcast and all_gather gain from 16 KiB; all_reduce,
-// whose slot path keeps its blocks in cache while it reduces, only from
-// 256 KiB; and with more ranks than cores, page pinning costs more than the
-// second copy until 256 KiB for all of them.
-size_t single_copy_at(const shm::Arena& a, bool reduces) {
-  const size_t from = a.single_copy_from();
-  if (from == SIZE_MAX) return from;
-  return reduces || a.oversubscribed() ? from * 16 : from;
-}
-
-// read_peer reads from local rank `q`'s buffer; when that fails (the peer
-// left the operation), the reason it left, which it sent before leaving,
-// is the better error.
-Status read_peer(AlgoContext& c, shm::Arena& a, int q, void* into, uint64_t address, size_t bytes) {
-  Status st = a.read_from(q, into, address, bytes);
-  if (st.ok() && a.left(q, c.sequence)) {
-    // It gave up before we were done: what we read may already be freed.
-    st = network_error("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) + " left " + c.what +
-                       " while this rank was reading its buffer");
-  }
-  if (st.ok()) return st;
-  Status why = c.transport.poll_health();
-  return why.ok() ? st : why;
-}
-
-// Single copy (Arena::single_copy_from): each rank reads the others'
-// buffers in place with process_vm_readv, through a scratch chunk small
-// enough to stay in cache, so data crosses memory once instead of being
-// copied into a slot and out again.
-constexpr size_t kReadChunkBytes = 256 * 1024;
-
-// begin_single_copy stamps this rank's op and buffer address, waits until
-// every rank has (so their buffers are ready to read), and checks that all
-// run the same op. `in_slot` bytes at `buffer`, when given, go into this
-// rank's slot instead, read by the others as plain shared memory (no
-// system call), and the address stamped is 0.
-Status begin_single_copy(AlgoContext& c, shm::Arena& a, shm::Arena::Stamp mine, const void* buffer, int* half,
-                         size_t in_slot = 0) {
-  mine.address = in_slot ? 0 : reinterpret_cast<uint64_t>(buffer);
-  Status st = next_half(c, a, true, half);
-  if (!st.ok()) return st;
-  if (in_slot) std::memcpy(a.slot(a.local_index(), *half), buffer, in_slot);
-  a.stamp(*half, mine);
-  st = arrive_and_wait_all(c, a);
-  if (st.ok()) st = check_stamps(a, -1, *half, mine, c.what);
-  return st;
-}
-
-// end_single_copy keeps every rank in the op until all have finished
-// reading its buffer, which the caller may change as soon as it returns.
-Status end_single_copy(AlgoContext& c, shm::Arena& a, int half) {
-  Status st = arrive_and_wait_all(c, a);
-  release(a, half, a.arrivals());
-  return st;
-}
-
-// Piece is one entry of the table a rank publishes for a coalesced
-// all_reduce: where one of its buffers is, and how many elements it holds.
-// A piece inside a symmetric allocation (transport/shm/symmetric.h) also
-// says which one and where, so that the ranks holding it read the piece
-// through their own mapping instead of with a system call.
+// Piece is one of the buffers whose concatenation an all_reduce reduces
+// (all_reduce_coalesced: several; all_reduce: one): where it is here, how
+// many elements it holds, and, when it lies in a symmetric allocation
+// (transport/shm/symmetric.h), which one and where, so that the ranks
+// holding that allocation can reach it through their own mapping.
 struct Piece {
   uint64_t address;
   uint64_t count;
@@ -242,220 +149,308 @@ void for_each_run(const std::vector<Piece>& pieces, size_t es, size_t first, siz
   }
 }
 
-// read_table reads local rank q's table of pieces (its length first): from
-// its slot `half` when it stamped address 0, else from its memory.
-Status read_table(AlgoContext& c, shm::Arena& a, int q, int half, std::vector<Piece>* out) {
-  const uint64_t address = a.stamp_of(q, half).address;
+// pack_into copies elements [first, first + n) of this rank's pieces to
+// `to`; unpack_from copies them back from `from`.
+void pack_into(uint8_t* to, const std::vector<Piece>& pieces, size_t es, size_t first, size_t n) {
+  for_each_run(pieces, es, first, n, [&](size_t, uint64_t at, size_t k, size_t off) {
+    std::memcpy(to + off * es, reinterpret_cast<const void*>(at), k * es);
+  });
+}
+void unpack_from(const uint8_t* from, const std::vector<Piece>& pieces, size_t es, size_t first, size_t n) {
+  for_each_run(pieces, es, first, n, [&](size_t, uint64_t at, size_t k, size_t off) {
+    std::memcpy(reinterpret_cast<void*>(at), from + off * es, k * es);
+  });
+}
+
+// A rank whose first slot of an all_reduce holds its table of pieces
+// (every piece in symmetric memory) instead of its first chunk of data
+// says so with this in its stamp's address (no buffer lives at 1).
+constexpr uint64_t kSlotHoldsTable = 1;
+
+// symmetric_table is this rank's table of pieces as the others read it
+// (length, then the pieces), or empty when a piece lies in ordinary memory
+// or the table does not fit in a slot: then the data goes through slots.
+std::vector<uint64_t> symmetric_table(const shm::Arena& a, std::vector<Piece>& pieces, size_t es) {
+  const shm::SymmetricRegistry& registry = *a.symmetric();
+  if (registry.empty()) return {};
+  std::vector<uint64_t> table{pieces.size()};
+  for (Piece& piece : pieces) {
+    const auto place = registry.place_of(a.local_index(), reinterpret_cast<const void*>(piece.address),
+                                         piece.count * es);
+    if (place.id == 0) return {};
+    piece.symmetric_id = place.id;
+    piece.symmetric_offset = place.offset;
+    table.insert(table.end(), {piece.address, piece.count, piece.symmetric_id, piece.symmetric_offset});
+  }
+  if (table.size() * sizeof table[0] > a.slot_bytes()) return {};
+  return table;
+}
+
+// same_symmetric_places says whether local rank q's table (in its slot
+// `half`) puts every piece at the same allocation, offset and length as
+// this rank's: the case of one bucket in symmetric memory.
+bool same_symmetric_places(const shm::Arena& a, int q, int half, const std::vector<Piece>& mine) {
   const uint8_t* slot = a.slot(q, half);
   uint64_t n = 0;
-  Status st;
-  if (address == 0) {
-    std::memcpy(&n, slot, sizeof n);
-  } else {
-    st = read_peer(c, a, q, &n, address, sizeof n);
-    if (!st.ok()) return st;
-  }
-  const uint64_t most = address == 0 ? (a.slot_bytes() - sizeof n) / sizeof(Piece) : uint64_t{1} << 24;
-  if (n > most) {
-    return Status(StatusCode::kDesync, "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) +
-                                           " published " + std::to_string(n) + " pieces for " + c.what);
-  }
-  out->resize(n);
-  if (n == 0) return st;
-  if (address == 0) {
-    std::memcpy(out->data(), slot + sizeof n, n * sizeof(Piece));
-    return st;
-  }
-  return read_peer(c, a, q, out->data(), address + sizeof n, n * sizeof(Piece));
-}
-
-// PeerPieces is another rank's table of pieces as this rank reads them:
-// for each piece, where it is mapped here when it lies in a symmetric
-// allocation this rank holds too (null: read it with a system call).
-struct PeerPieces {
-  std::vector<Piece> pieces;
-  std::vector<uint8_t*> mapped;
-  bool all_mapped = false;
-  std::vector<std::shared_ptr<ShmSegment>> holds;  // keep those mappings for the op
-
-  uint8_t* at(size_t piece, uint64_t address) const {
-    return mapped[piece] + (address - pieces[piece].address);
-  }
-};
-
-// map_pieces finds which of local rank q's pieces this rank maps itself.
-void map_pieces(const shm::Arena& a, int q, size_t es, PeerPieces* peer) {
-  const shm::SymmetricRegistry& registry = *a.symmetric();
-  peer->mapped.assign(peer->pieces.size(), nullptr);
-  peer->all_mapped = !peer->pieces.empty();
-  for (size_t i = 0; i < peer->pieces.size(); ++i) {
-    const Piece& piece = peer->pieces[i];
-    std::shared_ptr<ShmSegment> hold;
-    if (piece.symmetric_id != 0) {
-      peer->mapped[i] = registry.region_of(q, piece.symmetric_id, piece.symmetric_offset, piece.count * es, &hold);
+  std::memcpy(&n, slot, sizeof n);
+  if (n != mine.size()) return false;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    Piece theirs;
+    std::memcpy(&theirs, slot + sizeof n + i * sizeof(Piece), sizeof theirs);
+    if (theirs.count != mine[i].count || theirs.symmetric_id != mine[i].symmetric_id ||
+        theirs.symmetric_offset != mine[i].symmetric_offset) {
+      return false;
     }
-    if (hold) peer->holds.push_back(std::move(hold));
-    peer->all_mapped = peer->all_mapped && peer->mapped[i] != nullptr;
   }
+  return true;
 }
 
-// left_error is the error for a rank that gave up the operation while this
-// one read its memory in place (what was read may be stale).
-Status left_error(AlgoContext& c, shm::Arena& a, int q) {
-  Status why = c.transport.poll_health();
-  if (!why.ok()) return why;
-  return network_error("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) + " left " + c.what +
-                       " while this rank was reading its buffer");
+// end_single_copy keeps every rank in the op until all are done with the
+// others' buffers (read them, or written into them), which each caller may
+// change as soon as it returns.
+Status end_single_copy(AlgoContext& c, shm::Arena& a, int half) {
+  Status st = arrive_and_wait_all(c, a);
+  release(a, half, a.arrivals());
+  return st;
 }
 
-// all_reduce_pieces_single_copy reduces the concatenation of several
-// buffers (a plain all_reduce: one), each in place: every rank publishes a
-// table of its pieces, reduces its own block of everyone's (read through
-// their tables into a scratch chunk that stays in cache, scaled there by
-// `post_scale`), and then copies the others' reduced blocks from their
-// pieces straight into its own. Ranks may split the total differently.
-// Pieces that both ranks map (symmetric memory) are reduced from and copied
-// out of the mapping directly: no system call, no scratch chunk.
-Status all_reduce_pieces_single_copy(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
-                                     ReduceOp::Kind op, double post_scale) {
+// Symmetric memory: the block of the reduction each rank owns is reduced
+// and written out in chunks of this size, so that it is still in cache
+// when it is copied into the others' pieces.
+constexpr size_t kSymmetricChunkBytes = 256 * 1024;
+
+// Between chunks, a rank reducing in symmetric memory looks for a dead peer
+// after every this many bytes of its block: it waits for no one until its
+// block is done, and a large block under a sanitizer takes seconds.
+constexpr size_t kSymmetricCheckBytes = 4 * 1024 * 1024;
+
+// all_reduce_symmetric runs once every rank has published, in its slot
+// `half`, a table that puts its pieces at the same places of the same
+// symmetric allocations. Each rank reduces its own block straight from the
+// others' pieces, through its own mapping of them, and writes the reduced,
+// scaled block into every rank's pieces while it is in cache: no system
+// call, no copy through a slot and no second pass.
+Status all_reduce_symmetric(AlgoContext& c, shm::Arena& a, const std::vector<Piece>& mine, size_t total,
+                            DType dtype, ReduceOp::Kind op, double post_scale, int half) {
   const int p = a.local_size(), me = a.local_index();
-  const DType dtype = buffers.front().dtype;
   const size_t es = dtype_size(dtype);
   const shm::SymmetricRegistry& registry = *a.symmetric();
-  const bool any_symmetric = !registry.empty();
-  std::vector<Piece> mine;
-  std::vector<uint64_t> table{buffers.size()};  // what the others read: length, then the pieces
-  size_t total = 0;
-  for (const Buffer& b : buffers) {
-    Piece piece{reinterpret_cast<uint64_t>(b.data), b.count};
-    if (any_symmetric) {
-      const auto place = registry.place_of(me, b.data, b.bytes());
-      piece.symmetric_id = place.id;
-      piece.symmetric_offset = place.offset;
-    }
-    mine.push_back(piece);
-    table.insert(table.end(), {piece.address, piece.count, piece.symmetric_id, piece.symmetric_offset});
-    total += b.count;
-  }
-  // The table goes into this rank's slot when it fits (a plain all_reduce's
-  // 40 bytes always do): the others read it without a system call.
-  const size_t table_bytes = table.size() * sizeof table[0];
-  int half;
-  Status st = begin_single_copy(c, a, op_stamp(c, Collective::kAllReduce, -1, total * es), table.data(),
-                                &half, table_bytes <= a.slot_bytes() ? table_bytes : 0);
-  if (!st.ok()) return st;
-  std::vector<PeerPieces> theirs(static_cast<size_t>(p));
-  for (int q = 0; q < p && st.ok(); ++q) {
+  // theirs[q][i]: local rank q's piece i as mapped here. This rank holds
+  // every allocation its own pieces are in, so each is found; `holds` keeps
+  // the mappings for the op even if their owners free them meanwhile.
+  std::vector<std::vector<uint8_t*>> theirs(static_cast<size_t>(p));
+  std::vector<std::shared_ptr<ShmSegment>> holds;
+  for (int q = 0; q < p; ++q) {
     if (q == me) continue;
-    st = read_table(c, a, q, half, &theirs[static_cast<size_t>(q)].pieces);
-    if (st.ok() && any_symmetric) map_pieces(a, q, es, &theirs[static_cast<size_t>(q)]);
-  }
-  if (!st.ok()) return st;
-  // When every rank's pieces lie at the same places of the same symmetric
-  // allocations (a bucket in symmetric memory), each rank writes its reduced
-  // block straight into everyone's pieces while the block is in cache: no
-  // second pass to copy the others' blocks out, and one barrier fewer. The
-  // tables are the same on every rank, so all decide alike.
-  bool write_everywhere = mine.front().symmetric_id != 0;
-  for (int q = 0; q < p && write_everywhere; ++q) {
-    if (q == me) continue;
-    const PeerPieces& peer = theirs[static_cast<size_t>(q)];
-    write_everywhere = peer.all_mapped && peer.pieces.size() == mine.size();
-    for (size_t i = 0; i < mine.size() && write_everywhere; ++i) {
-      write_everywhere = peer.pieces[i].symmetric_id == mine[i].symmetric_id &&
-                         peer.pieces[i].symmetric_offset == mine[i].symmetric_offset &&
-                         peer.pieces[i].count == mine[i].count;
+    for (const Piece& piece : mine) {
+      std::shared_ptr<ShmSegment> hold;
+      uint8_t* at = registry.region_of(q, piece.symmetric_id, piece.symmetric_offset, piece.count * es, &hold);
+      if (!at) {
+        return Status(StatusCode::kBackendError, "symmetric allocation " + std::to_string(piece.symmetric_id) +
+                                                 " vanished from the registry during " + c.what);
+      }
+      theirs[static_cast<size_t>(q)].push_back(at);
+      holds.push_back(std::move(hold));
     }
   }
-  // Reduce this rank's block of everyone's pieces into its own pieces.
   size_t lo, len;
   block_range(total, p, me, &lo, &len);
-  const size_t chunk = std::max<size_t>(1, kReadChunkBytes / es);
-  uint8_t* scratch = c.scratch_bytes(chunk * es);
-  for (size_t e = 0; e < len; e += chunk) {
+  const size_t chunk = std::max<size_t>(1, kSymmetricChunkBytes / es);
+  const size_t check_every = kSymmetricCheckBytes / (chunk * es);
+  for (size_t e = 0, chunks = 0; e < len; e += chunk) {
     const size_t n = std::min(chunk, len - e);
-    for (int q = 0; q < p; ++q) {
-      if (q == me) continue;
-      const PeerPieces& peer = theirs[static_cast<size_t>(q)];
-      if (peer.all_mapped) {
-        for_each_run(mine, es, lo + e, n, [&](size_t, uint64_t into, size_t k, size_t off) {
-          for_each_run(peer.pieces, es, lo + e + off, k, [&](size_t i, uint64_t from, size_t k2, size_t off2) {
-            reduce_into(dtype, op, reinterpret_cast<uint8_t*>(into) + off2 * es, peer.at(i, from), k2);
-          });
-        });
-        continue;
-      }
-      for_each_run(peer.pieces, es, lo + e, n, [&](size_t, uint64_t at, size_t k, size_t off) {
-        if (st.ok()) st = read_peer(c, a, q, scratch + off * es, at, k * es);
-      });
+    if (++chunks % check_every == 0) {
+      // The others arrive at the end only once done writing into this
+      // rank's pieces; one that left before that will never be.
+      Status st = check_peers(c, a, -1, a.arrivals() + 1);
       if (!st.ok()) return st;
-      for_each_run(mine, es, lo + e, n, [&](size_t, uint64_t at, size_t k, size_t off) {
-        reduce_into(dtype, op, reinterpret_cast<void*>(at), scratch + off * es, k);
-      });
     }
-    if (post_scale != 1.0) {
-      for_each_run(mine, es, lo + e, n, [&](size_t, uint64_t at, size_t k, size_t) {
-        scale(dtype, reinterpret_cast<void*>(at), k, post_scale);
-      });
-    }
-    if (write_everywhere) {
-      for_each_run(mine, es, lo + e, n, [&](size_t i, uint64_t at, size_t k, size_t) {
-        for (int q = 0; q < p; ++q) {
-          if (q == me) continue;
-          const PeerPieces& peer = theirs[static_cast<size_t>(q)];
-          std::memcpy(peer.at(i, peer.pieces[i].address + (at - mine[i].address)),
-                      reinterpret_cast<const void*>(at), k * es);
-        }
-      });
-    }
+    // The pieces are at the same places on every rank, so a run of this
+    // rank's piece i is at the same distance into everyone's piece i.
+    for_each_run(mine, es, lo + e, n, [&](size_t i, uint64_t at, size_t k, size_t) {
+      auto* own = reinterpret_cast<uint8_t*>(at);
+      const size_t into = static_cast<size_t>(at - mine[i].address);
+      for (int q = 0; q < p; ++q) {
+        if (q != me) reduce_into(dtype, op, own, theirs[static_cast<size_t>(q)][i] + into, k);
+      }
+      if (post_scale != 1.0) scale(dtype, own, k, post_scale);
+      for (int q = 0; q < p; ++q) {
+        if (q != me) std::memcpy(theirs[static_cast<size_t>(q)][i] + into, own, k * es);
+      }
+    });
   }
   // Every rank stays until all have written into its pieces.
-  if (write_everywhere) return end_single_copy(c, a, half);
-  for (int q = 0; q < p; ++q) {
-    if (q != me && theirs[static_cast<size_t>(q)].all_mapped && a.left(q, c.sequence)) return left_error(c, a, q);
-  }
-  st = arrive_and_wait_all(c, a);
-  if (!st.ok()) return st;
-  // Copy the others' reduced blocks from their pieces straight into ours.
-  for (int q = 0; q < p; ++q) {
-    if (q == me) continue;
-    const PeerPieces& peer = theirs[static_cast<size_t>(q)];
-    block_range(total, p, q, &lo, &len);
-    bool read_mapped = false;
-    for_each_run(mine, es, lo, len, [&](size_t, uint64_t into, size_t k, size_t off) {
-      for_each_run(peer.pieces, es, lo + off, k, [&](size_t i, uint64_t from, size_t k2, size_t off2) {
-        uint8_t* to = reinterpret_cast<uint8_t*>(into) + off2 * es;
-        if (!peer.mapped.empty() && peer.mapped[i]) {
-          std::memcpy(to, peer.at(i, from), k2 * es);
-          read_mapped = true;
-        } else if (st.ok()) {
-          st = read_peer(c, a, q, to, from, k2 * es);
-        }
-      });
-    });
-    if (!st.ok()) return st;
-    if (read_mapped && a.left(q, c.sequence)) return left_error(c, a, q);
-  }
   return end_single_copy(c, a, half);
+}
+
+// reduce_chunks reduces the concatenation of `pieces` (this rank's; other
+// ranks may cut the same total differently) through the slots, chunk by
+// chunk: each rank copies its chunk into its slot, reduces its own block
+// of every rank's chunk (scaled by `post_scale` while in cache), and
+// copies the reduced blocks out; to every rank (root < 0) or to local rank
+// `root` only. In an all_reduce a rank's own block never goes through its
+// slot on the way in: it is reduced in the rank's buffer, where it ends,
+// and copied to the slot for the others, which saves one copy of a block
+// per chunk (a quarter of the copying at 2 ranks). In an all_reduce whose
+// pieces all lie in symmetric memory the first slot carries the rank's
+// table instead: if every rank's table is the same, all_reduce_symmetric
+// takes over.
+Status reduce_chunks(AlgoContext& c, shm::Arena& a, std::vector<Piece> pieces, DType dtype, ReduceOp::Kind op,
+                     int root, double post_scale) {
+  const int p = a.local_size(), me = a.local_index();
+  const size_t es = dtype_size(dtype);
+  size_t total = 0;
+  for (const Piece& piece : pieces) total += piece.count;
+  const size_t chunk = std::max<size_t>(1, a.slot_bytes() / es);
+  auto mine = op_stamp(c, root < 0 ? Collective::kAllReduce : Collective::kReduce, root, total * es);
+  const std::vector<uint64_t> table = root < 0 ? symmetric_table(a, pieces, es) : std::vector<uint64_t>{};
+  // At least one chunk, so that ranks that disagree about an empty buffer
+  // still meet and find out.
+  for (size_t off = 0; off == 0 || off < total; off += chunk) {
+    const size_t n = std::min(chunk, total - off);
+    size_t lo, len;  // this rank's block of the chunk
+    block_range(n, p, me, &lo, &len);
+    int half;
+    Status st = next_half(c, a, true, &half);
+    if (!st.ok()) return st;
+    uint8_t* own_slot = a.slot(me, half);
+    // What the others read of this rank's chunk: all of it for a reduce,
+    // the others' blocks for an all_reduce.
+    auto publish_chunk = [&] {
+      if (root >= 0) return pack_into(own_slot, pieces, es, off, n);
+      pack_into(own_slot, pieces, es, off, lo);
+      pack_into(own_slot + (lo + len) * es, pieces, es, off + lo + len, n - lo - len);
+    };
+    if (off == 0) {
+      mine.address = table.empty() ? 0 : kSlotHoldsTable;
+      a.stamp(half, mine);
+    }
+    if (off == 0 && !table.empty()) {
+      std::memcpy(own_slot, table.data(), table.size() * sizeof table[0]);
+    } else {
+      publish_chunk();
+    }
+    st = arrive_and_wait_all(c, a);
+    if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
+    if (!st.ok()) return st;
+    if (off == 0) {
+      int tables = 0;
+      bool same = !table.empty();
+      for (int q = 0; q < p; ++q) {
+        if (a.stamp_of(q, half).address != kSlotHoldsTable) continue;
+        ++tables;
+        if (q != me) same = same && same_symmetric_places(a, q, half, pieces);
+      }
+      if (tables == p && same) {
+        return all_reduce_symmetric(c, a, pieces, total, dtype, op, post_scale, half);
+      }
+      if (tables > 0) {
+        // Not all alike: the ranks that published a table put their chunk
+        // in its place once everyone has read the tables, and all go on
+        // through the slots. Every rank sees the same stamps and tables,
+        // so all arrive the same number of times.
+        st = arrive_and_wait_all(c, a);
+        if (st.ok() && !table.empty()) publish_chunk();
+        if (st.ok()) st = arrive_and_wait_all(c, a);
+        if (!st.ok()) return st;
+      }
+    }
+    if (root < 0) {
+      // In place in this rank's buffer, in the same order as a slot would
+      // be (own data first, then the others by rank), then out to the slot.
+      for_each_run(pieces, es, off + lo, len, [&](size_t, uint64_t at, size_t k, size_t o) {
+        auto* own = reinterpret_cast<uint8_t*>(at);
+        for (int q = 0; q < p; ++q) {
+          if (q != me) reduce_into(dtype, op, own, a.slot(q, half) + (lo + o) * es, k);
+        }
+        if (post_scale != 1.0) scale(dtype, own, k, post_scale);  // while the block is in cache
+      });
+      pack_into(own_slot + lo * es, pieces, es, off + lo, len);
+    } else {
+      uint8_t* own = own_slot + lo * es;
+      for (int q = 0; q < p; ++q) {
+        if (q != me && len) reduce_into(dtype, op, own, a.slot(q, half) + lo * es, len);
+      }
+      if (post_scale != 1.0 && len) scale(dtype, own, len, post_scale);
+    }
+    st = arrive_and_wait_all(c, a);
+    if (!st.ok()) return st;
+    if (root < 0 || root == me) {
+      for (int q = 0; q < p; ++q) {
+        if (q == me && root < 0) continue;  // already in place
+        size_t q_lo, q_len;
+        block_range(n, p, q, &q_lo, &q_len);
+        if (q_len) unpack_from(a.slot(q, half) + q_lo * es, pieces, es, off + q_lo, q_len);
+      }
+    }
+    release(a, half, a.arrivals() + 1);
+  }
+  return Status::ok_status();
+}
+
+std::vector<Piece> pieces_of(const std::vector<Buffer>& buffers) {
+  std::vector<Piece> pieces;
+  pieces.reserve(buffers.size());
+  for (const Buffer& b : buffers) pieces.push_back(Piece{reinterpret_cast<uint64_t>(b.data), b.count});
+  return pieces;
+}
+
+// reads_in_place says whether an all_gather of `bytes` per rank reads the
+// other ranks' buffers in place (process_vm_readv) instead of through the
+// slots. Measured here (2026-11-25, P=2 and 4 on 2 cores, 512 KiB slots):
+// the kernel's copy, which pins the peer's pages, wins only for all_gather
+// at 2 ranks from 256 KiB to 2 MiB per rank (by 10-15%); from 4 MiB per
+// rank the slots win by up to 1.5x, broadcast and all_reduce through the
+// slots are 2-4x faster than it, and with more ranks than cores everything
+// is.
+bool reads_in_place(const shm::Arena& a, size_t bytes) {
+  const size_t from = a.single_copy_from();
+  return !a.oversubscribed() && from != SIZE_MAX && bytes >= from && bytes < 8 * from;
+}
+
+// read_peer reads from local rank `q`'s buffer; when that fails (the peer
+// left the operation), the reason it left, which it sent before leaving,
+// is the better error.
+Status read_peer(AlgoContext& c, shm::Arena& a, int q, void* into, uint64_t address, size_t bytes) {
+  Status st = a.read_from(q, into, address, bytes);
+  if (st.ok() && a.left(q, c.sequence)) {
+    // It gave up before we were done: what we read may already be freed.
+    st = network_error("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) + " left " + c.what +
+                       " while this rank was reading its buffer");
+  }
+  if (st.ok()) return st;
+  Status why = c.transport.poll_health();
+  return why.ok() ? st : why;
+}
+
+// begin_single_copy stamps this rank's op and buffer address, waits until
+// every rank has (so their buffers are ready to read), and checks that all
+// run the same op.
+Status begin_single_copy(AlgoContext& c, shm::Arena& a, shm::Arena::Stamp mine, const void* buffer, int* half) {
+  mine.address = reinterpret_cast<uint64_t>(buffer);
+  Status st = next_half(c, a, true, half);
+  if (!st.ok()) return st;
+  a.stamp(*half, mine);
+  st = arrive_and_wait_all(c, a);
+  if (st.ok()) st = check_stamps(a, -1, *half, mine, c.what);
+  return st;
 }
 
 }  // namespace
 
-bool shm_all_reduce_reads_in_place(const shm::Arena& a, size_t bytes, size_t count) {
-  return bytes >= single_copy_at(a, true) && count >= static_cast<size_t>(a.local_size());
-}
+bool shm_all_reduce_takes_pieces(size_t bytes) { return bytes > kOneStepBytes; }
 
 Status shm_all_reduce_pieces(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
                              ReduceOp::Kind op, double post_scale) {
-  return all_reduce_pieces_single_copy(c, a, buffers, op, post_scale);
+  return reduce_chunks(c, a, pieces_of(buffers), buffers.front().dtype, op, -1, post_scale);
 }
 
 Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale) {
   const size_t bytes = buf.bytes();
-  if (shm_all_reduce_reads_in_place(a, bytes, buf.count))
-    return all_reduce_pieces_single_copy(c, a, {buf}, op, post_scale);
-  if (bytes > kOneStepBytes || bytes > a.slot_bytes()) return reduce_chunks(c, a, buf, op, -1, post_scale);
+  if (shm_all_reduce_takes_pieces(bytes) || bytes > a.slot_bytes()) {
+    return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, -1, post_scale);
+  }
   const int p = a.local_size(), me = a.local_index();
   const auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);
   int half;
@@ -474,7 +469,7 @@ Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp
 }
 
 Status shm_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root, ReduceOp::Kind op) {
-  return reduce_chunks(c, a, buf, op, root, 1.0);
+  return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, root, 1.0);
 }
 
 Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root) {
@@ -482,26 +477,6 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
   auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
-  if (bytes >= single_copy_at(a, false)) {
-    // The others read the root's buffer in place; the root waits until
-    // all have, since its caller may change the buffer once it returns.
-    int half;
-    Status st = next_half(c, a, me == root, &half);
-    if (!st.ok()) return st;
-    if (me == root) {
-      mine.address = reinterpret_cast<uint64_t>(buf.data);
-      a.stamp(half, mine);
-      a.arrive();
-      st = wait_until(c, a, -1, a.arrivals());
-    } else {
-      st = wait_until(c, a, root, a.arrivals() + 1);
-      if (st.ok()) st = check_stamps(a, root, half, mine, c.what);
-      if (st.ok()) st = read_peer(c, a, root, buf.data, a.stamp_of(root, half).address, bytes);
-      a.arrive();
-    }
-    release(a, half, a.arrivals());
-    return st;
-  }
   for (size_t off = 0; off == 0 || off < bytes; off += a.slot_bytes()) {
     const size_t n = std::min(a.slot_bytes(), bytes - off);
     int half;
@@ -530,7 +505,7 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
   const auto* in = static_cast<const uint8_t*>(input.data);
   const auto mine = op_stamp(c, Collective::kAllGather, -1, most);
-  if (most >= single_copy_at(a, false)) {
+  if (reads_in_place(a, most)) {
     int half;
     Status st = begin_single_copy(c, a, mine, input.data, &half);
     if (!st.ok()) return st;

@@ -7,7 +7,9 @@
 // written while the other is read. For all_reduce each rank reduces only
 // its own block of every rank's chunk, and everyone then copies the reduced
 // blocks out: the memory traffic is close to two copies of the data,
-// whatever the number of ranks.
+// whatever the number of ranks. Buffers in symmetric memory, which every
+// rank maps, skip the slots (all_reduce); large all_gathers may read the
+// others' buffers with process_vm_readv.
 //
 // `local` ranks: indices in the arena. The collective functions below take
 // the arena's local ranks as their participants (all of the group when
@@ -26,15 +28,18 @@ namespace cohort {
 // still in cache, instead of the caller scaling the whole buffer after.
 Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale = 1.0);
-// shm_all_reduce_reads_in_place says whether an all_reduce of `bytes`
-// (`count` elements) reads the other ranks' buffers in place (single copy).
-bool shm_all_reduce_reads_in_place(const shm::Arena& a, size_t bytes, size_t count);
+// shm_all_reduce_takes_pieces says whether an all_reduce of `bytes` goes
+// through the blocked path, which also takes several buffers at once
+// (shm_all_reduce_pieces); smaller ones take one step on one buffer.
+bool shm_all_reduce_takes_pieces(size_t bytes);
 // shm_all_reduce_pieces reduces the concatenation of `buffers` (one dtype;
-// all_reduce_coalesced), each in place, reading the others' pieces where
-// they are: no packing on either side. Only where
-// shm_all_reduce_reads_in_place holds for the total; callers pack the
-// buffers into one otherwise. Ranks may split the same total differently,
-// and a plain shm_all_reduce of that total (one piece) meets it.
+// all_reduce_coalesced), each in place, with no packing into one buffer
+// first. Only where shm_all_reduce_takes_pieces holds for the total;
+// callers pack the buffers into one otherwise. Ranks may split the same
+// total differently, and a plain shm_all_reduce of that total (one piece)
+// meets it. Where every rank's pieces lie at the same places in symmetric
+// memory (cohort/symmetric_memory.h), each rank reduces its block from the
+// others' pieces directly and writes it into all of them.
 Status shm_all_reduce_pieces(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
                              ReduceOp::Kind op, double post_scale);
 // shm_reduce leaves the result in local rank `root`'s buffer only.

@@ -151,16 +151,15 @@ inline constexpr KnobSpec kShmRingBytes{
     "(rounded up to a power of two)."};
 
 inline constexpr KnobSpec kShmSlotBytes{
-    "COHORT_SHM_SLOT_BYTES", KnobType::kInt, "1048576",
+    "COHORT_SHM_SLOT_BYTES", KnobType::kInt, "524288",
     "Bytes of each of a rank's two shared-memory slots, through which the direct shared-memory "
     "algorithms move data in chunks of this size."};
 
 inline constexpr KnobSpec kShmSingleCopyBytes{
-    "COHORT_SHM_SINGLE_COPY_BYTES", KnobType::kInt, "16384",
-    "From this many bytes per rank, broadcast and all_gather among ranks of one host read each "
-    "other's buffers directly (process_vm_readv: one copy instead of two through shared memory), "
-    "where the system allows it; all_reduce, and every collective when the host's ranks outnumber "
-    "its cores, from 16 times that. 0 disables."};
+    "COHORT_SHM_SINGLE_COPY_BYTES", KnobType::kInt, "262144",
+    "From this many bytes per rank, and below 8 times that, all_gather among ranks of one host reads "
+    "the others' buffers directly (process_vm_readv: one copy instead of two through shared memory), "
+    "where the system allows it and the host's ranks do not outnumber its cores. 0 disables."};
 
 inline constexpr KnobSpec kShmSpinUs{
     "COHORT_SHM_SPIN_US", KnobType::kInt, "200",

@@ -171,8 +171,7 @@ Status NativeBackend::all_reduce_coalesced(const std::vector<Buffer>& buffers, R
   if (!algorithm.ok()) return algorithm.status();
   // The choice depends on the total only, so every rank takes the same
   // path whatever its split into buffers.
-  if (algorithm.value() != Algorithm::kShmDirect ||
-      !shm_all_reduce_reads_in_place(*transport_->shared_arena(), bytes, count)) {
+  if (algorithm.value() != Algorithm::kShmDirect || !shm_all_reduce_takes_pieces(bytes)) {
     return Backend::all_reduce_coalesced(buffers, reduce_op, op);
   }
   for (const Buffer& b : buffers) premultiply(b, reduce_op);
@@ -294,10 +293,6 @@ void NativeBackend::post_recv(const Buffer& buffer, int src, int tag, const OpCo
                 static_cast<uint64_t>(static_cast<int64_t>(tag)), buffer.data, buffer.bytes()};
   transport_->post_recv(r, op.deadline, op.what, std::move(done));
 }
-
-}  // namespace cohort
-
-namespace cohort {
 
 Result<std::shared_ptr<SymmetricMemory>> NativeBackend::alloc_symmetric(Store* store, uint64_t id, size_t bytes,
                                                                         Deadline deadline) {

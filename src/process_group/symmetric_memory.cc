@@ -2,6 +2,7 @@
 // shared memory hand out (Backend::alloc_symmetric's default).
 #include "cohort/symmetric_memory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>

@@ -97,7 +97,7 @@ int late_rank(const std::string& mode, int rank, int victim) {
 // symmetric_rank is the symmetric mode: each case fills the rank's values,
 // all_reduces them and checks the sums.
 int symmetric_rank(int rank, int world) {
-  constexpr size_t kCount = 300001;  // past the single-copy size, odd
+  constexpr size_t kCount = 300001;  // over a slot (several chunks), odd
   auto value = [](int r, size_t i) { return static_cast<float>((r * 5 + i * 3) % 17); };
   auto block = default_group()->alloc_symmetric((2 * kCount + 8192) * sizeof(float));
   if (!block->shared()) {

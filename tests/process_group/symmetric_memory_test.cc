@@ -21,8 +21,8 @@
 namespace cohort::testing {
 namespace {
 
-// Past the single-copy size (256 KiB), where the ranks read each other's
-// buffers in place, and an odd count so that blocks differ in length.
+// Over a slot (512 KiB), so that data that goes through the slots takes
+// several chunks, and an odd count so that blocks differ in length.
 constexpr size_t kLarge = 300001;
 
 float value(int rank, size_t i) {

@@ -82,7 +82,7 @@ class Arena {
     uint64_t sequence;
     uint64_t bytes;
     uint32_t op;
-    uint64_t address = 0;  // of the rank's buffer, for single-copy reads
+    uint64_t address = 0;  // of the rank's buffer, for single-copy reads (or a marker)
   };
   void stamp(int half, const Stamp& stamp);
   Stamp stamp_of(int local, int half) const;
@@ -91,7 +91,7 @@ class Arena {
   size_t slot_bytes() const { return slot_bytes_; }
 
   // Single copy: when every rank here may read the others' memory
-  // (process_vm_readv; seccomp or Yama may forbid it), large collectives
+  // (process_vm_readv; seccomp or Yama may forbid it), large all_gathers
   // read each other's buffers directly instead of copying through slots.
   // single_copy_from is the size from which to do so (SIZE_MAX: never).
   size_t single_copy_from() const { return single_copy_ ? single_copy_from_ : SIZE_MAX; }

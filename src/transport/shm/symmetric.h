@@ -5,16 +5,16 @@
 // into equal regions, region i being local rank i's block. Every local rank
 // maps the whole segment, so a rank reads (and may write) the others'
 // blocks with plain loads and stores: no system call, no page pinning and
-// no second copy, which the single-copy collectives otherwise pay through
-// process_vm_readv. Collectives find out that a buffer lies in such a block
-// through the registry below; the ranks then tell each other, in the table
-// of pieces they already exchange, which allocation and offset each piece
+// no copy into a slot and out again, which collectives on ordinary memory
+// pay. all_reduce finds out that a buffer lies in such a block through the
+// registry below; the ranks then tell each other, in a table of pieces
+// each publishes in its first slot, which allocation and offset each piece
 // is at (algorithms/shm_direct.cc).
 //
 // Allocations are numbered by the group (the k-th collective allocation of
 // a group has number k on every rank), so a number names the same segment
-// on every rank that still holds it. A rank whose own allocation is gone no
-// longer finds the number and reads the peer's memory as before.
+// on every rank that still holds it. Unless every rank's pieces lie at the
+// same places of the same allocations, the data goes through the slots.
 #pragma once
 
 #include <cstddef>
