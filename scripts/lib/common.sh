@@ -8,14 +8,15 @@ COHORT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 COHORT_JOBS="${COHORT_JOBS:-$(nproc)}"
 COHORT_TEST_JOBS="${COHORT_TEST_JOBS:-$(nproc)}"
 
-# The Debian packages a build with every feature needs.
+# The Debian packages a build with every feature needs (python3-torch: the
+# sampler tests compare with torch's own DistributedSampler).
 COHORT_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libssl-dev libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
-  python3 iproute2
+  python3 python3-torch iproute2
   libcli11-dev etcd-server etcd-client
 )
 
