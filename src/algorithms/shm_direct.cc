@@ -88,26 +88,30 @@ std::string describe(const shm::Arena::Stamp& s) {
   return text;
 }
 
+// check_stamp compares `theirs`, what local rank `q` runs, with `mine`.
+Status check_stamp(const shm::Arena& a, int q, const shm::Arena::Stamp& theirs, const shm::Arena::Stamp& mine,
+                   const std::string& what) {
+  if (theirs.sequence == mine.sequence && theirs.op == mine.op && theirs.bytes == mine.bytes) {
+    return Status::ok_status();
+  }
+  const std::string peer = "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]);
+  if (theirs.sequence != mine.sequence || theirs.op != mine.op) {
+    return Status(StatusCode::kDesync, peer + " is in " + describe(theirs) + " while this rank is in " + what +
+                                           ": the ranks called different collectives (or in another order)");
+  }
+  return Status(StatusCode::kDesync, peer + " called " + describe(theirs) + " with " + std::to_string(theirs.bytes) +
+                                         " bytes but this rank with " + std::to_string(mine.bytes) + " in " + what +
+                                         ": sizes differ between ranks");
+}
+
 // check_stamps compares what local rank `who` (-1: every one) runs in
 // `half` with this rank's `mine`, after waiting for their arrival there.
 Status check_stamps(shm::Arena& a, int who, int half, const shm::Arena::Stamp& mine,
                     const std::string& what) {
   for (int q = 0; q < a.local_size(); ++q) {
     if ((who >= 0 && q != who) || q == a.local_index()) continue;
-    const shm::Arena::Stamp theirs = a.stamp_of(q, half);
-    if (theirs.sequence == mine.sequence && theirs.op == mine.op && theirs.bytes == mine.bytes) continue;
-    const std::string peer = "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]);
-    if (theirs.sequence != mine.sequence || theirs.op != mine.op) {
-      return Status(StatusCode::kDesync,
-                    peer + " is in " + describe(theirs) + " while this rank is in " + what +
-                        ": the ranks called different collectives (or in another order)");
-    }
-    if (theirs.bytes != mine.bytes) {
-      return Status(StatusCode::kDesync, peer + " called " + describe(theirs) + " with " +
-                                             std::to_string(theirs.bytes) + " bytes but this rank with " +
-                                             std::to_string(mine.bytes) + " in " + what +
-                                             ": sizes differ between ranks");
-    }
+    Status st = check_stamp(a, q, a.stamp_of(q, half), mine, what);
+    if (!st.ok()) return st;
   }
   return Status::ok_status();
 }
@@ -164,7 +168,7 @@ void unpack_from(const uint8_t* from, const std::vector<Piece>& pieces, size_t e
 
 // A rank whose first slot of an all_reduce holds its table of pieces
 // (every piece in symmetric memory) instead of its first chunk of data
-// says so with this in its stamp's address (no buffer lives at 1).
+// says so with this in its stamp's word (no buffer lives at 1).
 constexpr uint64_t kSlotHoldsTable = 1;
 
 // symmetric_table is this rank's table of pieces as the others read it
@@ -322,7 +326,7 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, std::vector<Piece> pieces, D
       pack_into(own_slot + (lo + len) * es, pieces, es, off + lo + len, n - lo - len);
     };
     if (off == 0) {
-      mine.address = table.empty() ? 0 : kSlotHoldsTable;
+      mine.word = table.empty() ? 0 : kSlotHoldsTable;
       a.stamp(half, mine);
     }
     if (off == 0 && !table.empty()) {
@@ -337,7 +341,7 @@ Status reduce_chunks(AlgoContext& c, shm::Arena& a, std::vector<Piece> pieces, D
       int tables = 0;
       bool same = !table.empty();
       for (int q = 0; q < p; ++q) {
-        if (a.stamp_of(q, half).address != kSlotHoldsTable) continue;
+        if (a.stamp_of(q, half).word != kSlotHoldsTable) continue;
         ++tables;
         if (q != me) same = same && same_symmetric_places(a, q, half, pieces);
       }
@@ -427,7 +431,7 @@ Status read_peer(AlgoContext& c, shm::Arena& a, int q, void* into, uint64_t addr
 // every rank has (so their buffers are ready to read), and checks that all
 // run the same op.
 Status begin_single_copy(AlgoContext& c, shm::Arena& a, shm::Arena::Stamp mine, const void* buffer, int* half) {
-  mine.address = reinterpret_cast<uint64_t>(buffer);
+  mine.word = reinterpret_cast<uint64_t>(buffer);
   Status st = next_half(c, a, true, half);
   if (!st.ok()) return st;
   a.stamp(*half, mine);
@@ -452,10 +456,34 @@ Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp
     return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, -1, post_scale);
   }
   const int p = a.local_size(), me = a.local_index();
-  const auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);
+  auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);
   int half;
   Status st = next_half(c, a, true, &half);
   if (!st.ok()) return st;
+  if (bytes <= sizeof mine.word) {
+    // Up to a word: the data travels in the stamp, on the line of the
+    // rank's arrival count, so a peer gets count, stamp and data in one
+    // cache miss, and no slot line changes hands.
+    std::memcpy(&mine.word, buf.data, bytes);
+    a.stamp(half, mine);
+    st = arrive_and_wait_all(c, a);
+    if (!st.ok()) return st;
+    // Each peer's line is read once, for its stamp and its data together:
+    // read again later, it may already hold the peer's next operation.
+    for (int q = 0; q < p; ++q) {
+      const shm::Arena::Stamp theirs = q == me ? mine : a.stamp_of(q, half);
+      if (q != me) st = check_stamp(a, q, theirs, mine, c.what);
+      if (!st.ok()) return st;
+      if (q == 0) {
+        std::memcpy(buf.data, &theirs.word, bytes);
+      } else {
+        reduce_into(buf.dtype, op, buf.data, &theirs.word, buf.count);
+      }
+    }
+    release(a, half, a.arrivals() + 1);
+    if (post_scale != 1.0) scale(buf.dtype, buf.data, buf.count, post_scale);
+    return Status::ok_status();
+  }
   a.stamp(half, mine);
   if (bytes) std::memcpy(a.slot(me, half), buf.data, bytes);
   st = arrive_and_wait_all(c, a);
@@ -512,7 +540,7 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
     for (int q = 0; q < p && st.ok(); ++q) {
       const Buffer& o = outputs[static_cast<size_t>(q)];
       if (q != me) {
-        st = read_peer(c, a, q, o.data, a.stamp_of(q, half).address, o.bytes());
+        st = read_peer(c, a, q, o.data, a.stamp_of(q, half).word, o.bytes());
       } else if (o.data != input.data && o.bytes()) {
         std::memcpy(o.data, input.data, o.bytes());
       }

@@ -42,7 +42,7 @@ struct RankControl {
   std::atomic<uint64_t> stamp_sequence[2];
   std::atomic<uint64_t> stamp_bytes[2];
   std::atomic<uint32_t> stamp_op[2];
-  std::atomic<uint64_t> stamp_address[2];
+  std::atomic<uint64_t> stamp_word[2];
   alignas(64) std::atomic<uint32_t> sleeping;
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> probe_address;  // of a word process_vm_readv may read
@@ -270,7 +270,7 @@ void Arena::stamp(int half, const Stamp& stamp) {
   c.stamp_sequence[half].store(stamp.sequence, std::memory_order_relaxed);
   c.stamp_bytes[half].store(stamp.bytes, std::memory_order_relaxed);
   c.stamp_op[half].store(stamp.op, std::memory_order_relaxed);
-  c.stamp_address[half].store(stamp.address, std::memory_order_relaxed);
+  c.stamp_word[half].store(stamp.word, std::memory_order_relaxed);
 }
 
 Arena::Stamp Arena::stamp_of(int local, int half) const {
@@ -278,7 +278,7 @@ Arena::Stamp Arena::stamp_of(int local, int half) const {
   return Stamp{c.stamp_sequence[half].load(std::memory_order_relaxed),
                c.stamp_bytes[half].load(std::memory_order_relaxed),
                c.stamp_op[half].load(std::memory_order_relaxed),
-               c.stamp_address[half].load(std::memory_order_relaxed)};
+               c.stamp_word[half].load(std::memory_order_relaxed)};
 }
 
 void Arena::leave(uint64_t sequence) {

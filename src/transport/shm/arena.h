@@ -82,7 +82,9 @@ class Arena {
     uint64_t sequence;
     uint64_t bytes;
     uint32_t op;
-    uint64_t address = 0;  // of the rank's buffer, for single-copy reads (or a marker)
+    // A word for the operation: the rank's buffer address for single-copy
+    // reads, a marker, or the data itself when it fits (a small all_reduce).
+    uint64_t word = 0;
   };
   void stamp(int half, const Stamp& stamp);
   Stamp stamp_of(int local, int half) const;
