@@ -28,8 +28,27 @@ enum class DType : uint8_t {
   kBool,
 };
 
-// dtype_size returns the bytes of one element.
-size_t dtype_size(DType dtype);
+// dtype_size returns the bytes of one element (inline: it is asked for
+// several times in every call).
+inline size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+    case DType::kInt64:
+      return 8;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt16:
+      return 2;
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+      return 1;
+  }
+  return 1;
+}
 
 // dtype_name returns torch's name: "float32", "bfloat16", "bool", ...
 const char* dtype_name(DType dtype);

@@ -28,9 +28,14 @@ Status check_peers(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
 
 // wait_until returns once local rank `who` (-1: every local rank) has
 // arrived `target` times; a dead peer, abort() or the deadline end it.
-Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+Status wait_until_slow(AlgoContext& c, shm::Arena& a, int who, uint64_t target);
+inline Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
   // Often there is nothing to wait for: then no service is built.
   if (a.arrived(who, target)) return Status::ok_status();
+  return wait_until_slow(c, a, who, target);
+}
+
+Status wait_until_slow(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
   // What the service below needs, captured by one reference so that the
   // std::function holding it fits in place (no allocation per wait).
   struct Wait {
@@ -89,11 +94,19 @@ std::string describe(const shm::Arena::Stamp& s) {
 }
 
 // check_stamp compares `theirs`, what local rank `q` runs, with `mine`.
-Status check_stamp(const shm::Arena& a, int q, const shm::Arena::Stamp& theirs, const shm::Arena::Stamp& mine,
-                   const std::string& what) {
+Status stamps_differ(const shm::Arena& a, int q, const shm::Arena::Stamp& theirs, const shm::Arena::Stamp& mine,
+                     const std::string& what);
+inline Status check_stamp(const shm::Arena& a, int q, const shm::Arena::Stamp& theirs, const shm::Arena::Stamp& mine,
+                          const std::string& what) {
   if (theirs.sequence == mine.sequence && theirs.op == mine.op && theirs.bytes == mine.bytes) {
     return Status::ok_status();
   }
+  return stamps_differ(a, q, theirs, mine, what);
+}
+
+// stamps_differ says how `theirs` differs from `mine`.
+Status stamps_differ(const shm::Arena& a, int q, const shm::Arena::Stamp& theirs, const shm::Arena::Stamp& mine,
+                     const std::string& what) {
   const std::string peer = "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]);
   if (theirs.sequence != mine.sequence || theirs.op != mine.op) {
     return Status(StatusCode::kDesync, peer + " is in " + describe(theirs) + " while this rank is in " + what +

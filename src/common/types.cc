@@ -2,32 +2,6 @@
 
 namespace cohort {
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return 4;
-    case DType::kFloat64:
-      return 8;
-    case DType::kFloat16:
-      return 2;
-    case DType::kBFloat16:
-      return 2;
-    case DType::kInt8:
-      return 1;
-    case DType::kUInt8:
-      return 1;
-    case DType::kInt16:
-      return 2;
-    case DType::kInt32:
-      return 4;
-    case DType::kInt64:
-      return 8;
-    case DType::kBool:
-      return 1;
-  }
-  return 1;
-}
-
 const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
