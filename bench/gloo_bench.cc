@@ -59,7 +59,7 @@ int run_rank(int rank, int n, const std::string& path, size_t min_bytes, size_t 
     busbw_sum += busbw;
     ++sizes;
     if (rank == 0) {
-      std::printf("%12lld %12lld %8s %6s %5d %10.2f %10.3f %10.3f %7s\n", static_cast<long long>(count * 4),
+      std::printf("%12lld %12lld %8s %6s %5d %10.3f %10.3f %10.3f %7s\n", static_cast<long long>(count * 4),
                   static_cast<long long>(count), "float32", "SUM", -1, us, algbw, busbw, "-");
       std::fflush(stdout);
     }

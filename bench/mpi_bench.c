@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
         MPI_Reduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) {
           double algbw = slowest > 0 ? (double)(count * 4) / slowest / 1e3 : 0;
-          printf("%12lld %12lld %8s %6s %5d %10.2f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM", 0,
+          printf("%12lld %12lld %8s %6s %5d %10.3f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM", 0,
                  slowest, algbw, algbw * bus, 0);
         }
       }

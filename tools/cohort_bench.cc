@@ -351,12 +351,12 @@ int main(int argc, char** argv) {
         int root = (c == "broadcast" || c == "reduce") ? a.root : -1;
         if (a.json) {
           std::printf(
-              "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"time_us\":%.2f,"
+              "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,"
               "\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
               sizes > 1 ? "," : "", count * es, count, dtype_name(a.dtype), op_name.c_str(), root, us, algbw,
               busbw, static_cast<long long>(wrong));
         } else {
-          std::printf("%12zu %12zu %8s %6s %5d %10.2f %10.3f %10.3f %7lld\n", count * es, count,
+          std::printf("%12zu %12zu %8s %6s %5d %10.3f %10.3f %10.3f %7lld\n", count * es, count,
                       dtype_name(a.dtype), op_name.c_str(), root, us, algbw, busbw,
                       static_cast<long long>(wrong));
         }

@@ -41,7 +41,7 @@ struct Conversion {
   std::atomic<uint64_t> version{0};
   std::atomic<uint64_t> anchor_tsc{0};
   std::atomic<int64_t> anchor_ns{0};
-  std::atomic<uint64_t> rate{0};          // nanoseconds per tick, 32.32 fixed point
+  std::atomic<uint64_t> rate{0};            // nanoseconds per tick, 32.32 fixed point
   std::atomic<uint64_t> reanchor_ticks{0};  // ticks after the anchor that call for a new one
 };
 
@@ -82,9 +82,8 @@ void publish(uint64_t tsc, int64_t ns) {
   g_conversion.anchor_tsc.store(tsc, std::memory_order_release);
   g_conversion.anchor_ns.store(ns, std::memory_order_release);
   g_conversion.rate.store(rate, std::memory_order_release);
-  g_conversion.reanchor_ticks.store(
-      static_cast<uint64_t>((static_cast<Wide>(kReanchorNs) << 32) / rate),
-      std::memory_order_release);
+  g_conversion.reanchor_ticks.store(static_cast<uint64_t>((static_cast<Wide>(kReanchorNs) << 32) / rate),
+                                    std::memory_order_release);
   g_conversion.version.store(writing + 1, std::memory_order_release);
   g_origin.tsc = tsc;
   g_origin.ns = ns;
@@ -143,6 +142,55 @@ std::chrono::steady_clock::time_point fast_now() {
 #else
   return std::chrono::steady_clock::now();
 #endif
+}
+
+namespace {
+
+// The process's first pair (counter, steady time), taken while the library
+// loads: CounterScale measures the counter's rate from it.
+struct CounterOrigin {
+  uint64_t counter = 0;
+  int64_t ns = 0;
+  CounterOrigin() {
+#if defined(__x86_64__)
+    const uint64_t before = __rdtsc();
+    ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+             .count();
+    counter = before + (__rdtsc() - before) / 2;
+#endif
+  }
+};
+const CounterOrigin g_counter_origin;
+
+}  // namespace
+
+CounterScale CounterScale::now() {
+  CounterScale scale;
+#if defined(__x86_64__)
+  const uint64_t before = __rdtsc();
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count();
+  const uint64_t counter = before + (__rdtsc() - before) / 2;
+  const uint64_t ticks = counter - g_counter_origin.counter;
+  const int64_t elapsed = ns - g_counter_origin.ns;
+  scale.anchor_counter_ = counter;
+  scale.anchor_ns_ = ns;
+  // Made within the same microsecond as the origin (never in practice):
+  // about 1 ns a tick, rather than a rate from nothing.
+  scale.rate_ = ticks > 1000 && elapsed > 0
+                    ? static_cast<uint64_t>((static_cast<Wide>(elapsed) << 32) / ticks)
+                    : uint64_t{1} << 32;
+#endif
+  return scale;
+}
+
+int64_t CounterScale::steady_ns(uint64_t reading) const {
+  if (reading == 0 || rate_ == 0) return static_cast<int64_t>(reading);
+  __extension__ typedef __int128 SignedWide;
+  const auto since_anchor = static_cast<int64_t>(reading - anchor_counter_);  // negative: older
+  return anchor_ns_ +
+         static_cast<int64_t>((static_cast<SignedWide>(since_anchor) * static_cast<SignedWide>(rate_)) >> 32);
 }
 
 bool fast_clock_uses_tsc() {

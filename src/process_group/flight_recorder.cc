@@ -72,7 +72,7 @@ int64_t trace_clock_ns() {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity)
-    : slots_(capacity), literal_names_(capacity), next_slot_(capacity ? 1 % capacity : 0) {}
+    : slots_(capacity), times_(capacity), literal_names_(capacity), next_slot_(capacity ? 1 % capacity : 0) {}
 
 void FlightRecorder::name_entry(TraceEntry* e, std::string_view op) {
   const size_t n = std::min(op.size(), sizeof e->op - 1);
@@ -80,9 +80,15 @@ void FlightRecorder::name_entry(TraceEntry* e, std::string_view op) {
   e->op[n] = '\0';
 }
 
-TraceEntry FlightRecorder::read_slot(size_t i) const {
+TraceEntry FlightRecorder::read_slot(size_t i, const CounterScale& scale) const {
   TraceEntry e = slots_[i];
   if (!literal_names_[i].empty()) name_entry(&e, literal_names_[i]);
+  e.enqueued_ns = scale.steady_ns(times_[i].enqueued);
+  e.started_ns = scale.steady_ns(times_[i].started);
+  e.ended_ns = scale.steady_ns(times_[i].ended);
+  // Readings from two cores may differ by a hair.
+  if (e.started_ns) e.started_ns = std::max(e.started_ns, e.enqueued_ns);
+  if (e.ended_ns) e.ended_ns = std::max(e.ended_ns, e.started_ns);
   return e;
 }
 
@@ -92,7 +98,7 @@ void FlightRecorder::raise_to(std::atomic<uint64_t>& counter, uint64_t value) {
 }
 
 TraceTicket FlightRecorder::record(std::string_view op, bool op_is_literal, const OpShape& shape,
-                                   uint64_t sequence, bool collective, OpState state, int64_t now) {
+                                   uint64_t sequence, bool collective, OpState state, uint64_t now) {
   raise_to(counters(collective).enqueued, sequence);
   if (slots_.empty()) return TraceTicket{0, sequence, collective, 0};
   const uint64_t id = next_id_++;
@@ -110,16 +116,14 @@ TraceTicket FlightRecorder::record(std::string_view op, bool op_is_literal, cons
     name_entry(&e, op);
   }
   e.shape = shape;
-  e.enqueued_ns = now;
-  e.started_ns = state == OpState::kStarted ? now : 0;
-  e.ended_ns = 0;
+  times_[slot] = Times{now, state == OpState::kStarted ? now : 0, 0};
   if (!e.error.empty()) e.error.clear();  // keeps its capacity: no allocation
   return TraceTicket{id, sequence, collective, static_cast<uint32_t>(slot)};
 }
 
 TraceTicket FlightRecorder::scheduled(std::string_view op, const OpShape& shape, uint64_t sequence,
                                       bool collective) {
-  const int64_t now = trace_clock_ns();
+  const uint64_t now = read_counter();
   // The name is the description's first word: "send" of "send to 3 tag 0".
   op = op.substr(0, op.find(' '));
   std::lock_guard<SpinLock> lock(mu_);
@@ -127,9 +131,8 @@ TraceTicket FlightRecorder::scheduled(std::string_view op, const OpShape& shape,
 }
 
 TraceTicket FlightRecorder::began(std::string_view op, const OpShape& shape, uint64_t sequence,
-                                  std::chrono::steady_clock::time_point at) {
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
-  running_since_ns_.store(now, std::memory_order_relaxed);
+                                  uint64_t now) {
+  running_since_.store(now, std::memory_order_relaxed);
   raise_to(collectives_.started, sequence);
   std::lock_guard<SpinLock> lock(mu_);
   return record(op, true, shape, sequence, true, OpState::kStarted, now);
@@ -142,14 +145,14 @@ TraceEntry* FlightRecorder::slot_of(const TraceTicket& ticket) {
 }
 
 void FlightRecorder::started(const TraceTicket& ticket) {
-  const int64_t now = trace_clock_ns();
-  if (ticket.collective) running_since_ns_.store(now, std::memory_order_relaxed);
+  const uint64_t now = read_counter();
+  if (ticket.collective) running_since_.store(now, std::memory_order_relaxed);
   raise_to(counters(ticket.collective).started, ticket.sequence);
   if (ticket.id == 0) return;
   std::lock_guard<SpinLock> lock(mu_);
   if (TraceEntry* e = slot_of(ticket)) {
     e->state = OpState::kStarted;
-    e->started_ns = now;
+    times_[ticket.slot].started = now;
   }
 }
 
@@ -159,15 +162,25 @@ void FlightRecorder::finished(const TraceTicket& ticket, const std::string* erro
   // Release: a reader that sees this count also sees the counters above.
   c.finished.store(c.finished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (ticket.id == 0) return;
-  const int64_t now = trace_clock_ns();  // only the ring keeps it
+  const uint64_t now = read_counter();  // only the ring keeps it
   std::lock_guard<SpinLock> lock(mu_);
   if (TraceEntry* e = slot_of(ticket)) {
     e->state = error ? OpState::kFailed : OpState::kCompleted;
-    if (e->started_ns == 0) e->started_ns = now;  // failed before it could start
-    // fast_now() may step back a hair when it re-anchors (fast_clock.h).
-    e->ended_ns = std::max(now, e->started_ns);
+    Times& t = times_[ticket.slot];
+    if (t.started == 0) t.started = now;  // failed before it could start
+    t.ended = now;
     if (error) e->error = *error;
   }
+}
+
+int64_t FlightRecorder::running_since_ns() const {
+  const uint64_t reading = running_since_.load(std::memory_order_relaxed);
+  std::lock_guard<SpinLock> lock(mu_);
+  if (reading != since_converted_reading_) {
+    since_converted_ns_ = CounterScale::now().steady_ns(reading);
+    since_converted_reading_ = reading;
+  }
+  return since_converted_ns_;
 }
 
 Progress FlightRecorder::progress(bool collective) const {
@@ -185,10 +198,11 @@ Progress FlightRecorder::progress(bool collective) const {
 std::vector<TraceEntry> FlightRecorder::snapshot() const {
   std::vector<TraceEntry> out;
   {
+    const CounterScale scale = CounterScale::now();
     std::lock_guard<SpinLock> lock(mu_);
     out.reserve(slots_.size());
     for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].id != 0) out.push_back(read_slot(i));
+      if (slots_[i].id != 0) out.push_back(read_slot(i, scale));
     }
   }
   std::sort(out.begin(), out.end(), [](const TraceEntry& a, const TraceEntry& b) { return a.id < b.id; });
@@ -196,10 +210,11 @@ std::vector<TraceEntry> FlightRecorder::snapshot() const {
 }
 
 std::optional<TraceEntry> FlightRecorder::find(uint64_t sequence, bool collective) const {
+  const CounterScale scale = CounterScale::now();
   std::lock_guard<SpinLock> lock(mu_);
   for (size_t i = 0; i < slots_.size(); ++i) {
     const TraceEntry& e = slots_[i];
-    if (e.id != 0 && e.sequence == sequence && e.collective == collective) return read_slot(i);
+    if (e.id != 0 && e.sequence == sequence && e.collective == collective) return read_slot(i, scale);
   }
   return std::nullopt;
 }

@@ -6,8 +6,10 @@
 // in a ring allocated once (COHORT_TRACE_BUFFER_ENTRIES of them; 0 keeps
 // none) with fixed-size fields, so that recording a small collective that
 // runs on the caller's thread allocates nothing and costs one uncontended
-// spin lock (common/spin_lock.h) per state change and two clock reads. A
-// failure's text is the one field that allocates, on the failure path only.
+// spin lock (common/spin_lock.h) per state change and two bare reads of the
+// time-stamp counter, converted to nanoseconds only when an entry is read
+// (common/fast_clock.h). A failure's text is the one
+// field that allocates, on the failure path only.
 //
 // The progress counters (last number enqueued, started, completed) are kept
 // even without a ring, in atomics: the stall inspector and the dumps read
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "cohort/types.h"
+#include "common/fast_clock.h"
 #include "common/spin_lock.h"
 
 namespace cohort {
@@ -100,19 +103,20 @@ class FlightRecorder {
   // its name is the first word of `op` ("send" of "send to 3 tag 0").
   TraceTicket scheduled(std::string_view op, const OpShape& shape, uint64_t sequence, bool collective);
   // began records a collective that starts at once (on the caller's
-  // thread), at `now` (the caller has just read the clock); `op` is the
-  // collective's name, one word, in storage that lives as long as the
-  // recorder (a string literal): it is kept by address.
+  // thread), at `now` (a read_counter() reading); `op` is the collective's
+  // name, one word, in storage that lives as long as the recorder (a
+  // string literal): it is kept by address.
   TraceTicket began(std::string_view op, const OpShape& shape, uint64_t sequence,
-                    std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+                    uint64_t now = read_counter());
   // started and finished are called by the thread driving the operation;
   // `error` is null on success.
   void started(const TraceTicket& ticket);
   void finished(const TraceTicket& ticket, const std::string* error);
 
   Progress progress(bool collective) const;
-  // running_since_ns is when the last started collective started.
-  int64_t running_since_ns() const { return running_since_ns_.load(std::memory_order_relaxed); }
+  // running_since_ns is when the last started collective started; the
+  // same value on every call until another one starts.
+  int64_t running_since_ns() const;
 
   // snapshot copies the ring, oldest first (entries still in use only).
   std::vector<TraceEntry> snapshot() const;
@@ -127,14 +131,19 @@ class FlightRecorder {
     std::atomic<uint64_t> failed{0};
     std::atomic<uint64_t> finished{0};
   };
+  // Times are kept as read_counter() readings (fast_clock.h) and
+  // converted when read.
+  struct Times {
+    uint64_t enqueued = 0, started = 0, ended = 0;  // 0: not yet
+  };
   // record fills the next slot, named `op` (one word); mu_ held. A name
   // that is a string literal (`op_is_literal`: began's collective names)
   // is kept by address and copied into the entry only when it is read.
   TraceTicket record(std::string_view op, bool op_is_literal, const OpShape& shape, uint64_t sequence,
-                     bool collective, OpState state, int64_t now);
+                     bool collective, OpState state, uint64_t now);
   static void name_entry(TraceEntry* e, std::string_view op);
-  // read_slot copies slot `i` with its name filled in; mu_ held.
-  TraceEntry read_slot(size_t i) const;
+  // read_slot copies slot `i` with its name and times filled in; mu_ held.
+  TraceEntry read_slot(size_t i, const CounterScale& scale) const;
   // slot_of returns the slot of `ticket` while it still holds that entry
   // (a long-pending operation may be overwritten by newer ones); mu_ held.
   TraceEntry* slot_of(const TraceTicket& ticket);
@@ -142,17 +151,22 @@ class FlightRecorder {
   static void raise_to(std::atomic<uint64_t>& counter, uint64_t value);
 
   mutable SpinLock mu_;
-  std::vector<TraceEntry> slots_;  // guarded by mu_
+  std::vector<TraceEntry> slots_;  // guarded by mu_; times in times_
+  std::vector<Times> times_;       // per slot; guarded by mu_
   // Per slot, the name given as a literal (empty: the entry's own op
   // holds it); guarded by mu_.
   std::vector<std::string_view> literal_names_;
-  uint64_t next_id_ = 1;           // guarded by mu_
-  size_t next_slot_ = 1;           // next_id_ % capacity; guarded by mu_
+  uint64_t next_id_ = 1;  // guarded by mu_
+  size_t next_slot_ = 1;  // next_id_ % capacity; guarded by mu_
   // Written by one thread at a time (the one driving the group, or the
   // caller under mu_); read by anyone.
   Counters collectives_;
   Counters p2p_;
-  std::atomic<int64_t> running_since_ns_{0};
+  std::atomic<uint64_t> running_since_{0};  // a read_counter() reading
+  // running_since_ns()'s last conversion: converted again, a reading may
+  // come out a few nanoseconds apart (fast_clock.h); guarded by mu_.
+  mutable uint64_t since_converted_reading_ = 0;
+  mutable int64_t since_converted_ns_ = 0;
 };
 
 }  // namespace cohort

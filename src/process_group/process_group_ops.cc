@@ -3,8 +3,8 @@
 // anything is queued or sent.
 #include <charconv>
 #include <cstring>
-#include <string_view>
 #include <numeric>
+#include <string_view>
 
 #include "cohort/errors.h"
 #include "cohort/process_group.h"
@@ -41,7 +41,8 @@ void check_buffer(std::string_view op, const Buffer& b, std::string_view name, c
     bad(op, item_name(name, index) + " is a null pointer with " + std::to_string(b.count) + " elements");
   }
   if (!backend.supports_device(b.device.type)) {
-    bad(op, item_name(name, index) + " is on " + device_name(b.device.type) + " but backend " + backend.name() +
+    bad(op, item_name(name, index) + " is on " + device_name(b.device.type) + " but backend " +
+                backend.name() +
                 " has no backend for it (per device, e.g. backend \"cpu:cohort,cuda:nccl\")");
   }
 }
@@ -103,11 +104,15 @@ std::shared_ptr<Work> ProcessGroup::collective(std::string_view op, const OpShap
                                                const CollectiveOptions& options, Run run) {
   uint64_t sequence;
   if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
-    const Clock::time_point now = fast_now();  // one read for the deadline and the flight recorder
-    const Deadline deadline = Deadline::after(options.timeout.count() > 0 ? options.timeout : timeout_, now);
+    // One bare counter read for the deadline and the flight recorder; it
+    // is converted to steady time only if something looks at it (a wait
+    // that has to sleep, a dump): fast_clock.h says why.
+    const uint64_t start = read_counter();
+    const Deadline deadline =
+        Deadline::after_reading(options.timeout.count() > 0 ? options.timeout : timeout_, start);
     describe_into(&inline_what_, &inline_sequence_, &inline_op_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};
-    const TraceTicket ticket = trace_->recorder().began(op, shape, sequence, now);
+    const TraceTicket ticket = trace_->recorder().began(op, shape, sequence, start);
     std::exception_ptr error = broken_;
     if (!error) {
       try {
@@ -177,8 +182,8 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffe
                   "; all_reduce_coalesced takes CPU buffers (use all_reduce on each)");
     }
     if (buffers[i].dtype != buffers[0].dtype) {
-      bad(op, item_name("buffers", static_cast<int>(i)) + " is " + dtype_name(buffers[i].dtype) + " but buffers[0] is " +
-                  dtype_name(buffers[0].dtype));
+      bad(op, item_name("buffers", static_cast<int>(i)) + " is " + dtype_name(buffers[i].dtype) +
+                  " but buffers[0] is " + dtype_name(buffers[0].dtype));
     }
   }
   check_reduce(op, buffers[0], o.op);
@@ -245,11 +250,13 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
   for (int q = 0; q < size(); ++q)
     outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
   const OpShape shape = shape_of(outputs, input);
-  return collective(op, shape, o, [this, outputs = std::move(outputs), input](const OpContext& c, std::exception_ptr* e) {
-    if (desync_ && !agree(Fingerprint(CollectiveOp::kAllGatherIntoTensor, input.dtype, input.count), c, e))
-      return;
-    fail_on(backend_->all_gather(outputs, input, c), e);
-  });
+  return collective(
+      op, shape, o, [this, outputs = std::move(outputs), input](const OpContext& c, std::exception_ptr* e) {
+        if (desync_ &&
+            !agree(Fingerprint(CollectiveOp::kAllGatherIntoTensor, input.dtype, input.count), c, e))
+          return;
+        fail_on(backend_->all_gather(outputs, input, c), e);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, const Buffer& input,
@@ -345,14 +352,14 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
   for (int q = 0; q < size(); ++q)
     inputs.push_back(slice(input, static_cast<size_t>(q) * output.count, output.count));
   const OpShape shape = shape_of(output, inputs);
-  return collective(op, shape, o, [this, output, inputs = std::move(inputs), o](const OpContext& c, std::exception_ptr* e) {
-    if (desync_ &&
-        !agree(
-            Fingerprint(CollectiveOp::kReduceScatterTensor, output.dtype, output.count).with_reduce_op(o.op),
-            c, e))
-      return;
-    fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
-  });
+  return collective(
+      op, shape, o, [this, output, inputs = std::move(inputs), o](const OpContext& c, std::exception_ptr* e) {
+        if (desync_ && !agree(Fingerprint(CollectiveOp::kReduceScatterTensor, output.dtype, output.count)
+                                  .with_reduce_op(o.op),
+                              c, e))
+          return;
+        fail_on(backend_->reduce_scatter(output, inputs, o.op, c), e);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs,
@@ -422,13 +429,16 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     in_off += in_sizes[q];
   }
   const OpShape shape = shape_of(outputs, inputs);
-  return collective(op, shape, o, [this, outputs = std::move(outputs), inputs = std::move(inputs)](const OpContext& c, std::exception_ptr* e) {
-    if (desync_ && !agree(Fingerprint(CollectiveOp::kAllToAllSingle, inputs[0].dtype, elements_in(inputs))
-                              .with_received(elements_in(outputs)),
-                          c, e))
-      return;
-    fail_on(backend_->all_to_all(outputs, inputs, c), e);
-  });
+  return collective(
+      op, shape, o,
+      [this, outputs = std::move(outputs), inputs = std::move(inputs)](const OpContext& c,
+                                                                       std::exception_ptr* e) {
+        if (desync_ && !agree(Fingerprint(CollectiveOp::kAllToAllSingle, inputs[0].dtype, elements_in(inputs))
+                                  .with_received(elements_in(outputs)),
+                              c, e))
+          return;
+        fail_on(backend_->all_to_all(outputs, inputs, c), e);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
@@ -487,7 +497,8 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
   check_rank(dst, "send dst");
   if (dst == rank_) bad(op, "dst is this rank (" + std::to_string(dst) + "); a rank cannot send to itself");
   return enqueue(
-      std::string(op) + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag), p2p_shape(buffer, dst, o.tag), o,
+      std::string(op) + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag),
+      p2p_shape(buffer, dst, o.tag), o,
       [this, buffer, dst, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
         backend_->post_send(buffer, dst, o.tag, c, [this, keep, t = c.trace](const Status& st, int) {

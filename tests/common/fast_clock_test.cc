@@ -1,5 +1,6 @@
 // fast_now() must agree with steady_clock, whether it reads the
-// time-stamp counter (where the kernel uses it) or steady_clock itself.
+// time-stamp counter (where the kernel uses it) or steady_clock itself; so
+// must counter readings converted later.
 #include "common/fast_clock.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+
+#include "common/deadline.h"
 
 namespace cohort {
 namespace {
@@ -44,7 +47,8 @@ TEST(FastClockTest, MeasuresAnIntervalLikeSteadyClock) {
   const auto steady1 = steady_clock::now();
   const int64_t fast_us = gap_us(fast1, fast0), steady_us = gap_us(steady1, steady0);
   EXPECT_GE(fast_us, 30000);
-  EXPECT_LE(std::llabs(fast_us - steady_us), 100) << "fast " << fast_us << " us, steady " << steady_us << " us";
+  EXPECT_LE(std::llabs(fast_us - steady_us), 100)
+      << "fast " << fast_us << " us, steady " << steady_us << " us";
 }
 
 TEST(FastClockTest, StaysWithSteadyClockAcrossReanchoring) {
@@ -58,6 +62,59 @@ TEST(FastClockTest, StaysWithSteadyClockAcrossReanchoring) {
     ASSERT_LE(gap_us(fast, after), 50);
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
+}
+
+int64_t steady_ns_now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+TEST(FastClockTest, CounterReadingsConvertToTheSteadyTimeTheyWereTakenAt) {
+  // A reading converted at once, and one converted 30 ms after it was
+  // taken, fall between steady_clock's readings around it (50 us of slack,
+  // for a loaded machine).
+  const int64_t before = steady_ns_now();
+  const uint64_t reading = read_counter();
+  const int64_t after = steady_ns_now();
+  ASSERT_NE(reading, 0u);
+  const int64_t at_once = CounterScale::now().steady_ns(reading);
+  EXPECT_GE(at_once, before - 50'000);
+  EXPECT_LE(at_once, after + 50'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const int64_t later = CounterScale::now().steady_ns(reading);
+  EXPECT_GE(later, before - 50'000);
+  EXPECT_LE(later, after + 50'000);
+  EXPECT_EQ(CounterScale::now().steady_ns(0), 0) << "0 is a time not yet taken";
+}
+
+TEST(FastClockTest, TwoCounterReadingsMeasureAnIntervalLikeSteadyClock) {
+  const int64_t steady0 = steady_ns_now();
+  const uint64_t reading0 = read_counter();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int64_t steady1 = steady_ns_now();
+  const uint64_t reading1 = read_counter();
+  const CounterScale scale = CounterScale::now();
+  const int64_t counter_us = (scale.steady_ns(reading1) - scale.steady_ns(reading0)) / 1000;
+  const int64_t steady_us = (steady1 - steady0) / 1000;
+  EXPECT_GE(counter_us, 20000);
+  EXPECT_LE(std::llabs(counter_us - steady_us), 100)
+      << "counter " << counter_us << " us, steady " << steady_us;
+}
+
+TEST(DeadlineTest, ADeadlineFromACounterReadingFallsTheTimeoutAfterTheReading) {
+  const auto before = steady_clock::now();
+  const Deadline d = Deadline::after_reading(std::chrono::milliseconds(100), read_counter());
+  const auto after = steady_clock::now();
+  EXPECT_FALSE(d.is_never());
+  EXPECT_GE(gap_us(d.when(), before), 100000 - 50);
+  EXPECT_LE(gap_us(d.when(), after), 100000 + 50);
+  EXPECT_FALSE(d.expired());
+  const Deadline sooner = Deadline::at(after + std::chrono::milliseconds(50));
+  EXPECT_EQ(Deadline::sooner(d, sooner).when(), sooner.when());
+  EXPECT_EQ(Deadline::sooner(sooner, d).when(), sooner.when());
+  std::this_thread::sleep_until(after + std::chrono::milliseconds(101));
+  EXPECT_TRUE(d.expired());
+  EXPECT_EQ(d.poll_timeout_ms(), 0);
+  EXPECT_TRUE(Deadline::after_reading(std::chrono::milliseconds(0), read_counter()).is_never());
 }
 
 TEST(FastClockTest, ReadsTheCounterWhereTheKernelDoes) {
