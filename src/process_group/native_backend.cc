@@ -117,8 +117,12 @@ Status NativeBackend::direct_done(Status st, const OpContext& op) {
   return st;
 }
 
-AlgoContext NativeBackend::context(const OpContext& op) {
-  return AlgoContext{*transport_, op.sequence, op.deadline, *op.what, scratch_};
+AlgoContext NativeBackend::context(const OpContext& op, bool direct) {
+  // A direct shared-memory algorithm looks at the deadline only when it
+  // has to sleep: it keeps the blocking call's unconverted one. The others
+  // look at it on every send and poll.
+  return AlgoContext{*transport_, op.sequence, direct ? op.deadline : op.deadline.resolved(), *op.what,
+                     scratch_};
 }
 
 void NativeBackend::premultiply(const Buffer& buffer, ReduceOp reduce_op) {
@@ -133,7 +137,7 @@ double NativeBackend::folded_scale(ReduceOp reduce_op) const {
 Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext& op) {
   auto algorithm = choose(Collective::kBroadcast, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   if (algorithm.value() == Algorithm::kShmDirect) {
     return direct_done(shm_broadcast(c, *transport_->shared_arena(), buffer, root), op);
   }
@@ -144,7 +148,7 @@ Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const
   auto algorithm = choose(Collective::kAllReduce, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   premultiply(buffer, reduce_op);
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   Status st;
   if (algorithm.value() == Algorithm::kShmDirect) {
     return direct_done(shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op),
@@ -175,7 +179,7 @@ Status NativeBackend::all_reduce_coalesced(const std::vector<Buffer>& buffers, R
     return Backend::all_reduce_coalesced(buffers, reduce_op, op);
   }
   for (const Buffer& b : buffers) premultiply(b, reduce_op);
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, true);
   return direct_done(shm_all_reduce_pieces(c, *transport_->shared_arena(), buffers, algorithm_op(reduce_op),
                                            folded_scale(reduce_op)),
                      op);
@@ -193,7 +197,7 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
   }
   auto algorithm = choose(Collective::kReduce, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   Status st =
       algorithm.value() == Algorithm::kShmDirect
           ? direct_done(shm_reduce(c, *transport_->shared_arena(), input, root, algorithm_op(reduce_op)), op)
@@ -210,7 +214,7 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
   auto algorithm = choose(Collective::kAllGather, most, op);
   if (!algorithm.ok()) return algorithm.status();
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   if (algorithm.value() == Algorithm::kShmDirect) {
     return direct_done(shm_all_gather(c, *transport_->shared_arena(), input, outputs), op);
   }
@@ -222,7 +226,7 @@ Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& i
   if (log_choices_)
     choice_log_.note(Collective::kGather, input.bytes(), Algorithm::kDirect, topology_, transport_->size(),
                      *op.what);
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, false);
   return cohort::gather(c, input, outputs, root);
 }
 
@@ -231,7 +235,7 @@ Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& i
   if (log_choices_)
     choice_log_.note(Collective::kScatter, output.bytes(), Algorithm::kDirect, topology_, transport_->size(),
                      *op.what);
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, false);
   return cohort::scatter(c, output, inputs, root);
 }
 
@@ -252,7 +256,7 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
   }
   auto algorithm = choose(Collective::kReduceScatter, output.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   Status st = algorithm.value() == Algorithm::kShmDirect
                   ? direct_done(shm_reduce_scatter(c, *transport_->shared_arena(), output, views,
                                                    algorithm_op(reduce_op)),
@@ -269,14 +273,14 @@ Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::
   if (log_choices_)
     choice_log_.note(Collective::kAllToAll, inputs.empty() ? 0 : inputs[0].bytes(), Algorithm::kPairwise,
                      topology_, transport_->size(), *op.what);
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, false);
   return cohort::all_to_all(c, outputs, inputs);
 }
 
 Status NativeBackend::barrier(const OpContext& op) {
   auto algorithm = choose(Collective::kBarrier, 0, op);
   if (!algorithm.ok()) return algorithm.status();
-  AlgoContext c = context(op);
+  AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   if (algorithm.value() == Algorithm::kShmDirect)
     return direct_done(shm_barrier(c, *transport_->shared_arena()), op);
   return cohort::barrier(c);
@@ -294,8 +298,8 @@ void NativeBackend::post_recv(const Buffer& buffer, int src, int tag, const OpCo
   transport_->post_recv(r, op.deadline, op.what, std::move(done));
 }
 
-Result<std::shared_ptr<SymmetricMemory>> NativeBackend::alloc_symmetric(Store* store, uint64_t id, size_t bytes,
-                                                                        Deadline deadline) {
+Result<std::shared_ptr<SymmetricMemory>> NativeBackend::alloc_symmetric(Store* store, uint64_t id,
+                                                                        size_t bytes, Deadline deadline) {
   shm::Arena* arena = transport_->shared_arena();
   if (!arena || !store) return Backend::alloc_symmetric(store, id, bytes, deadline);
   const size_t region = shm::symmetric_region_bytes(bytes);
@@ -314,7 +318,8 @@ Result<std::shared_ptr<SymmetricMemory>> NativeBackend::alloc_symmetric(Store* s
   registry->add(id, mapped, region);
   void* mine = static_cast<uint8_t*>(mapped->data()) + static_cast<size_t>(arena->local_index()) * region;
   // The registry may outlive the arena, and the block the registry.
-  return std::make_shared<SymmetricMemory>(mine, bytes, true, [registry, id, mapped] { registry->remove(id); });
+  return std::make_shared<SymmetricMemory>(mine, bytes, true,
+                                           [registry, id, mapped] { registry->remove(id); });
 }
 
 }  // namespace cohort

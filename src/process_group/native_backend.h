@@ -50,7 +50,9 @@ class NativeBackend : public Backend {
   std::string describe_links() const override;
 
  private:
-  struct AlgoContext context(const OpContext& op);
+  // context builds an algorithm's context; `direct`: a direct
+  // shared-memory algorithm, which gets the deadline unconverted.
+  struct AlgoContext context(const OpContext& op, bool direct);
   // choose asks the algorithm table, knowing where this group's ranks are
   // (and logs the choice with COHORT_DEBUG=info).
   Result<Algorithm> choose(Collective collective, size_t bytes, const OpContext& op);
