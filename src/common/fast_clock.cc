@@ -23,6 +23,21 @@ int64_t steady_ns() {
 
 #if defined(__x86_64__)
 
+// Pair is the counter and steady time read together: steady_clock is read
+// between two counter reads, and the counter's midpoint kept; `spread`
+// (ticks between the two) is large if the thread was preempted meanwhile.
+struct Pair {
+  uint64_t counter;
+  int64_t ns;
+  uint64_t spread;
+};
+Pair read_pair() {
+  const uint64_t before = __rdtsc();
+  const int64_t ns = steady_ns();
+  const uint64_t after = __rdtsc();
+  return Pair{before + (after - before) / 2, ns, after - before};
+}
+
 // The rate is measured over the last 10 ms and the conversion re-anchored
 // that often: steady_clock follows NTP's frequency corrections (here the
 // counter and steady_clock drifted apart by ~1e-4 of the time, measured
@@ -93,14 +108,12 @@ void publish(uint64_t tsc, int64_t ns) {
 // finishes it, or re-anchors, whichever is due (one thread at a time; the
 // others go on with the conversion they have).
 Steady::time_point slow_now(bool due) {
-  // The pair (counter, steady time) is taken between two counter reads; a
-  // pair the thread was preempted in the middle of is not used as anchor.
-  const uint64_t before = __rdtsc();
-  const int64_t ns = steady_ns();
-  const uint64_t after = __rdtsc();
-  const uint64_t tsc = before + (after - before) / 2;
+  // A pair the thread was preempted in the middle of is not used as anchor.
+  const Pair pair = read_pair();
+  const uint64_t tsc = pair.counter;
+  const int64_t ns = pair.ns;
   const uint64_t rate = g_conversion.rate.load(std::memory_order_relaxed);
-  const bool clean = rate == 0 || ((static_cast<Wide>(after - before) * rate) >> 32) < kCleanSampleNs;
+  const bool clean = rate == 0 || ((static_cast<Wide>(pair.spread) * rate) >> 32) < kCleanSampleNs;
   std::unique_lock<std::mutex> lock(g_writer_mu, std::try_to_lock);
   if (lock.owns_lock() && clean) {
     if (!g_origin.checked) {
@@ -153,11 +166,9 @@ struct CounterOrigin {
   int64_t ns = 0;
   CounterOrigin() {
 #if defined(__x86_64__)
-    const uint64_t before = __rdtsc();
-    ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-             .count();
-    counter = before + (__rdtsc() - before) / 2;
+    const Pair pair = read_pair();
+    counter = pair.counter;
+    ns = pair.ns;
 #endif
   }
 };
@@ -168,14 +179,11 @@ const CounterOrigin g_counter_origin;
 CounterScale CounterScale::now() {
   CounterScale scale;
 #if defined(__x86_64__)
-  const uint64_t before = __rdtsc();
-  const int64_t ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count();
-  const uint64_t counter = before + (__rdtsc() - before) / 2;
-  const uint64_t ticks = counter - g_counter_origin.counter;
-  const int64_t elapsed = ns - g_counter_origin.ns;
-  scale.anchor_counter_ = counter;
-  scale.anchor_ns_ = ns;
+  const Pair pair = read_pair();
+  const uint64_t ticks = pair.counter - g_counter_origin.counter;
+  const int64_t elapsed = pair.ns - g_counter_origin.ns;
+  scale.anchor_counter_ = pair.counter;
+  scale.anchor_ns_ = pair.ns;
   // Made within the same microsecond as the origin (never in practice):
   // about 1 ns a tick, rather than a rate from nothing.
   scale.rate_ = ticks > 1000 && elapsed > 0

@@ -1,8 +1,7 @@
 // fast_clock.h: steady_clock's time at less than half its cost.
 //
-// A blocking collective reads the clock twice (its deadline and the flight
-// recorder's start, then its end). Through the vDSO a read costs ~25 ns
-// here, a tenth of a small all_reduce over shared memory. Where the kernel
+// The flight recorder's stall checks and dumps read the clock often.
+// Through the vDSO a read costs ~25 ns here. Where the kernel
 // itself keeps time with the CPU's time-stamp counter (clocksource "tsc":
 // invariant, and checked by the kernel to agree across cores), fast_now()
 // reads the counter (~10 ns) and converts it with a rate measured against
