@@ -148,10 +148,10 @@ class Arena {
   uint64_t all_seen_ = 0;  // every local rank has arrived at least this often
   // arrived_ is this rank's arrival count, kept here as well as on its
   // line: the rank never reads its own line on the way of an operation.
-  // A peer that read the line may have taken it whole (AMD's caches move
-  // a dirty line that another core reads, expecting it to be written
-  // there), and a read of it here would then be one more cross-core miss
-  // per call: ~15% of the 2-rank 4-byte all_reduce.
+  // Once a peer has read the line, reading it here can be a cross-core
+  // miss: in the machine's slow minutes `perf` showed this rank's read of
+  // its own count stalling after each wait, and without those reads the
+  // 2-rank 4-byte all_reduce went from 0.475 to 0.325 us.
   uint64_t arrived_ = 0;
   bool single_copy_ = false;
   size_t single_copy_from_ = SIZE_MAX;
