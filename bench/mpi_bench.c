@@ -1,11 +1,13 @@
 /* mpi_bench: Open MPI's collectives in cohort-bench's columns, so that
  * bench/compare_shm.sh can put them side by side.
  *
- *   mpirun -np P mpi_bench all_reduce|all_gather|reduce_scatter|broadcast|barrier
+ *   mpirun -np P mpi_bench all_reduce|all_gather|reduce_scatter|broadcast|barrier|ping_pong
  *          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
  *
  * float32 SUM, root 0; size is the total bytes (nccl-tests' convention);
- * time is the slowest rank's mean per iteration.
+ * time is the slowest rank's mean per iteration. ping_pong: rank 0 sends
+ * to rank 1 (MPI_Send/MPI_Recv), which sends it back; time is half the
+ * round trip (osu_latency's convention), the other ranks idle.
  *
  * MPI_BENCH_THREAD_LEVEL=serialized asks MPI_Init_thread for
  * MPI_THREAD_SERIALIZED, the level cohort's mpi backend (and torch's
@@ -55,7 +57,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
   }
   /* Picked once, not by strcmp in every timed call (as cohort-bench). */
-  enum { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier } which;
+  enum { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier, kPingPong } which;
   double bus = 1;
   if (!strcmp(c, "all_reduce")) {
     which = kAllReduce;
@@ -70,8 +72,10 @@ int main(int argc, char** argv) {
     which = kBroadcast;
   } else if (!strcmp(c, "barrier")) {
     which = kBarrier;
+  } else if (!strcmp(c, "ping_pong") && n >= 2) {
+    which = kPingPong;
   } else {
-    if (rank == 0) fprintf(stderr, "mpi_bench: unknown collective '%s'\n", c);
+    if (rank == 0) fprintf(stderr, "mpi_bench: unknown collective '%s' (ping_pong needs 2 ranks)\n", c);
     MPI_Finalize();
     return 2;
   }
@@ -127,9 +131,18 @@ int main(int argc, char** argv) {
         case kBarrier:
           MPI_Barrier(MPI_COMM_WORLD);
           break;
+        case kPingPong:
+          if (rank == 0) {
+            MPI_Send(in, (int)count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+            MPI_Recv(out, (int)count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          } else if (rank == 1) {
+            MPI_Recv(out, (int)count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(out, (int)count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+          }
+          break;
       }
       if (i == iters - 1) {
-        double us = (MPI_Wtime() - t0) * 1e6 / iters, slowest;
+        double us = (MPI_Wtime() - t0) * 1e6 / iters / (which == kPingPong ? 2 : 1), slowest;
         MPI_Reduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) {
           double algbw = slowest > 0 ? (double)(count * 4) / slowest / 1e3 : 0;

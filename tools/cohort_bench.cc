@@ -5,7 +5,9 @@
 //                [--backend cohort|mpi|SPEC] [--symmetric]
 //
 // COLLECTIVE: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
-// all_to_all. Sizes take K, M, G suffixes. Every rank is a process that
+// all_to_all, barrier, ping_pong (rank 0 sends to rank 1, which sends it
+// back; time is half the round trip, as osu_latency's; other ranks idle;
+// needs 2 ranks or more). Sizes take K, M, G suffixes. Every rank is a process that
 // joins through env:// (any launcher works); --spawn N starts N local ranks
 // itself. --backend mpi runs over Open MPI: start it with
 // `mpirun -np N cohort-bench ... --backend mpi`. Rank 0 prints one line per size:
@@ -60,7 +62,7 @@ struct Args {
   std::fprintf(
       stderr,
       "cohort-bench: %s\nusage: cohort-bench "
-      "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier "
+      "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier|ping_pong "
       "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
       "[--spawn N] [--backend cohort|mpi] [--symmetric]\n",
       why.c_str());
@@ -214,14 +216,24 @@ int main(int argc, char** argv) {
   const std::string& c = a.collective;
   // The collective is picked once, not by name in every timed call (string
   // compares cost ~10 ns a call: more than 2% of a 4-byte all_reduce).
-  enum class Which { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kBarrier };
+  enum class Which {
+    kAllReduce,
+    kAllGather,
+    kReduceScatter,
+    kBroadcast,
+    kReduce,
+    kAllToAll,
+    kBarrier,
+    kPingPong
+  };
   const std::pair<const char*, Which> kNames[] = {{"all_reduce", Which::kAllReduce},
                                                   {"all_gather", Which::kAllGather},
                                                   {"reduce_scatter", Which::kReduceScatter},
                                                   {"broadcast", Which::kBroadcast},
                                                   {"reduce", Which::kReduce},
                                                   {"all_to_all", Which::kAllToAll},
-                                                  {"barrier", Which::kBarrier}};
+                                                  {"barrier", Which::kBarrier},
+                                                  {"ping_pong", Which::kPingPong}};
   const auto found =
       std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& e) { return c == e.first; });
   if (found == std::end(kNames)) usage("unknown collective '" + c + "'");
@@ -235,6 +247,7 @@ int main(int argc, char** argv) {
     auto g = default_group();
     const int rank = g->rank(), n = g->size();
     const size_t es = dtype_size(a.dtype);
+    if (which == Which::kPingPong && n < 2) usage("ping_pong needs 2 ranks or more");
     if (rank == 0 && !a.json) {
       std::printf("# cohort-bench %s, %d ranks, %d iterations after %d warm-up\n", c.c_str(), n, a.iters,
                   a.warmup);
@@ -294,6 +307,15 @@ int main(int argc, char** argv) {
             g->all_to_all_single(Buffer{out.data(), count, a.dtype, {}},
                                  Buffer{in.data(), count, a.dtype, {}});
             break;
+          case Which::kPingPong:
+            if (rank == 0) {
+              g->send(Buffer{in.data(), count, a.dtype, {}}, 1)->wait();
+              g->recv(Buffer{out.data(), count, a.dtype, {}}, 1)->wait();
+            } else if (rank == 1) {
+              g->recv(Buffer{out.data(), count, a.dtype, {}}, 0)->wait();
+              g->send(Buffer{out.data(), count, a.dtype, {}}, 0)->wait();
+            }
+            break;
         }
       };
       auto refill = [&]() {
@@ -306,6 +328,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < a.iters; ++i) run();
       double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / a.iters;
+      if (which == Which::kPingPong) us /= 2;  // one way
       AllReduceOptions max;
       max.op = ReduceOp::MAX;
       g->all_reduce(Buffer::of(&us, 1), max);
@@ -319,6 +342,10 @@ int main(int argc, char** argv) {
           if (c == "all_reduce" || (c == "reduce" && rank == a.root)) {
             for (int r = 0; r < n; ++r) want += value(r, i);
             got = load_element(a.dtype, in.data(), i);
+          } else if (c == "ping_pong") {
+            if (rank > 1) break;
+            want = value(0, i);  // rank 1 got rank 0's data; rank 0 got it back
+            got = load_element(a.dtype, out.data(), i);
           } else if (c == "broadcast" || c == "reduce") {
             want = value(c == "broadcast" ? a.root : rank, i);
             got = load_element(a.dtype, in.data(), i);

@@ -67,5 +67,11 @@ void Backend::post_send(const Buffer&, int, int, const OpContext&, Completion do
 void Backend::post_recv(const Buffer&, int, int, const OpContext&, Completion done) {
   done(unsupported("recv"), -1);
 }
+Status Backend::send_now(const Buffer&, int, int, const OpContext&) {
+  return unsupported("send on the caller's thread");
+}
+Status Backend::recv_now(const Buffer&, int, int, const OpContext&, int*) {
+  return unsupported("recv on the caller's thread");
+}
 
 }  // namespace cohort

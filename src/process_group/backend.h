@@ -60,6 +60,15 @@ class Backend {
 
   virtual void post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done);
   virtual void post_recv(const Buffer& buffer, int src, int tag, const OpContext& op, Completion done);
+  // send_now and recv_now run a blocking point-to-point call on the
+  // caller's thread, which drives the backend while the group is idle:
+  // they post it, drive until it completed (requests already in flight
+  // move meanwhile) and return its Status; recv_now sets *source. Only a
+  // backend whose p2p_now() is true has them; the others' calls go
+  // through the worker (post_send, post_recv and progress).
+  virtual bool p2p_now() const { return false; }
+  virtual Status send_now(const Buffer& buffer, int dst, int tag, const OpContext& op);
+  virtual Status recv_now(const Buffer& buffer, int src, int tag, const OpContext& op, int* source);
   virtual bool has_pending() { return false; }
   virtual void progress(Deadline until) { (void)until; }
   virtual void wake() {}

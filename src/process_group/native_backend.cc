@@ -298,6 +298,23 @@ void NativeBackend::post_recv(const Buffer& buffer, int src, int tag, const OpCo
   transport_->post_recv(r, op.deadline, op.what, std::move(done));
 }
 
+Status NativeBackend::send_now(const Buffer& buffer, int dst, int tag, const OpContext& op) {
+  SendRequest s{dst, MessageKind::kPointToPoint, static_cast<uint64_t>(static_cast<int64_t>(tag)),
+                buffer.data, buffer.bytes()};
+  // exchange posts it behind whatever this rank already posted to `dst`
+  // (so the order of the messages is the order of the calls) and drives
+  // every request in flight until this one is done.
+  return transport_->exchange(&s, 1, nullptr, 0, op.deadline, *op.what);
+}
+
+Status NativeBackend::recv_now(const Buffer& buffer, int src, int tag, const OpContext& op, int* source) {
+  RecvRequest r{src < 0 ? kAnySource : src, MessageKind::kPointToPoint,
+                static_cast<uint64_t>(static_cast<int64_t>(tag)), buffer.data, buffer.bytes()};
+  Status st = transport_->exchange(nullptr, 0, &r, 1, op.deadline, *op.what);
+  *source = r.source;
+  return st;
+}
+
 Result<std::shared_ptr<SymmetricMemory>> NativeBackend::alloc_symmetric(Store* store, uint64_t id,
                                                                         size_t bytes, Deadline deadline) {
   shm::Arena* arena = transport_->shared_arena();

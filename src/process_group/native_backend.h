@@ -33,6 +33,9 @@ class NativeBackend : public Backend {
   Status barrier(const OpContext& op) override;
   void post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done) override;
   void post_recv(const Buffer& buffer, int src, int tag, const OpContext& op, Completion done) override;
+  bool p2p_now() const override { return true; }
+  Status send_now(const Buffer& buffer, int dst, int tag, const OpContext& op) override;
+  Status recv_now(const Buffer& buffer, int src, int tag, const OpContext& op, int* source) override;
   bool has_pending() override { return transport_->has_pending(); }
   void progress(Deadline until) override { transport_->progress(until); }
   void wake() override { transport_->wake(); }

@@ -5,14 +5,22 @@
 
 namespace cohort {
 
+std::string describe(std::string_view op, uint64_t sequence, bool collective, const std::string& group) {
+  std::string text;
+  text.reserve(op.size() + group.size() + 40);
+  text.append(op).append(collective ? " #" : " (p2p #").append(std::to_string(sequence));
+  text.append(collective ? "" : ")").append(" of group ").append(group);
+  return text;
+}
+
 // describe_into writes "all_reduce #5 of group g" into `out`, reusing its
 // capacity (no allocation once it is large enough). It runs for every
 // blocking collective, so the usual case is cheap: when `out` already
 // describes the same op with the number before `sequence` (`*held`),
 // only the digits are counted up in place; otherwise one resize and plain
 // copies.
-void describe_into(std::string* out, uint64_t* held, const char** held_op, std::string_view op, uint64_t sequence,
-                   const std::string& group) {
+void describe_into(std::string* out, uint64_t* held, const char** held_op, std::string_view op,
+                   uint64_t sequence, const std::string& group) {
   constexpr std::string_view kOfGroup = " of group ";
   // The same text at the same address is the same op (a literal); another
   // address may still hold the same text.
@@ -30,7 +38,8 @@ void describe_into(std::string* out, uint64_t* held, const char** held_op, std::
     // 99 -> 100: one digit more; rebuilt below.
   }
   char number[24] = " #";
-  const size_t digits = static_cast<size_t>(std::to_chars(number + 2, number + sizeof number, sequence).ptr - number);
+  const size_t digits =
+      static_cast<size_t>(std::to_chars(number + 2, number + sizeof number, sequence).ptr - number);
   out->resize(op.size() + digits + kOfGroup.size() + group.size());
   char* at = out->data();
   std::memcpy(at, op.data(), op.size());

@@ -16,6 +16,7 @@
 #include "process_group/group_log.h"
 #include "process_group/group_monitor.h"
 #include "process_group/group_trace.h"
+#include "process_group/op_description.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -172,11 +173,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(std::string_view op, const OpShape& 
       gate_.fetch_or(kQueued, std::memory_order_relaxed);
       seq = ++p2p_sequence_;
     }
-    std::string text;
-    text.reserve(op.size() + name_.size() + 40);
-    text.append(op).append(is_collective ? " #" : " (p2p #").append(std::to_string(seq));
-    text.append(is_collective ? "" : ")").append(" of group ").append(name_);
-    work = std::make_shared<Work>(std::move(text));
+    work = std::make_shared<Work>(describe(op, seq, is_collective, name_));
     OpContext context{seq, deadline, &work->description(), work};
     context.trace = trace_->recorder().scheduled(op, shape, seq, is_collective);
     queue_.emplace_back(work, [this, work, context, run = std::move(run)] {
@@ -198,6 +195,13 @@ bool ProcessGroup::claim_inline(uint64_t* sequence) {
     return false;  // someone queued or claimed meanwhile: queue behind them
   *sequence = (g >> kSequenceShift) + 1;
   return true;
+}
+
+bool ProcessGroup::claim_p2p_now() {
+  uint64_t g = gate_.load(std::memory_order_relaxed);
+  if (g & (kDriving | kQueued | kStopping)) return false;
+  // No collective number is taken: point-to-point calls count apart.
+  return gate_.compare_exchange_strong(g, g | kDriving, std::memory_order_acquire, std::memory_order_relaxed);
 }
 
 void ProcessGroup::release_inline() {
@@ -242,14 +246,15 @@ std::vector<int> ProcessGroup::lost_ranks() const {
   return backend_->lost_peers();
 }
 
-std::shared_ptr<SymmetricMemory> ProcessGroup::alloc_symmetric(size_t bytes, std::chrono::milliseconds timeout) {
+std::shared_ptr<SymmetricMemory> ProcessGroup::alloc_symmetric(size_t bytes,
+                                                               std::chrono::milliseconds timeout) {
   const uint64_t id = ++symmetric_allocations_;
   const auto limit = timeout.count() > 0 ? timeout : timeout_;
   auto block = backend_->alloc_symmetric(store_.get(), id, bytes, Deadline::after(limit));
   if (!block.ok()) {
     throw_status(Status(block.status().code(), "alloc_symmetric #" + std::to_string(id) + " of " +
-                                                   std::to_string(bytes) + " bytes on group " + name_ +
-                                                   ": " + block.status().message()));
+                                                   std::to_string(bytes) + " bytes on group " + name_ + ": " +
+                                                   block.status().message()));
   }
   return std::move(block.value());
 }

@@ -491,14 +491,48 @@ void ProcessGroup::monitored_barrier(const BarrierOptions& o, bool wait_all_rank
   for (auto& w : releases) w->wait();
 }
 
+template <class Run, class Post>
+std::shared_ptr<Work> ProcessGroup::point_to_point(std::string_view description, const OpShape& shape,
+                                                   const P2POptions& o, Run run, Post post) {
+  if (o.async_op || !backend_->p2p_now() || !claim_p2p_now())
+    return enqueue(description, shape, o, post, false);
+  // As enqueue and the worker would, but on this thread: number, record,
+  // run, and complete the Work before returning it.
+  const uint64_t sequence = ++p2p_sequence_;
+  auto work = std::make_shared<Work>(describe(description, sequence, false, name_));
+  OpContext context{sequence, Deadline::after(o.timeout.count() > 0 ? o.timeout : timeout_),
+                    &work->description(), work};
+  context.trace = trace_->recorder().scheduled(description, shape, sequence, false);
+  trace_->recorder().started(context.trace);
+  std::exception_ptr error = broken_;
+  int source = -1;
+  if (!error) {
+    try {
+      const Status st = run(context, &source);
+      if (!st.ok()) error = status_exception(st);
+    } catch (...) {
+      error = std::current_exception();  // a bug in cohort; still reported
+    }
+    if (error) mark_broken(error, work->description());
+  }
+  trace_->finish(context.trace, error);  // while this thread still drives the group
+  release_inline();
+  work->complete(error, source);
+  work->wait();  // throws the error, as a queued blocking call's wait does
+  return work;
+}
+
 std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2POptions& o) {
   const std::string_view op = "send";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(dst, "send dst");
   if (dst == rank_) bad(op, "dst is this rank (" + std::to_string(dst) + "); a rank cannot send to itself");
-  return enqueue(
+  return point_to_point(
       std::string(op) + " to " + std::to_string(dst) + " tag " + std::to_string(o.tag),
       p2p_shape(buffer, dst, o.tag), o,
+      [this, &buffer, dst, &o](const OpContext& c, int*) {
+        return backend_->send_now(buffer, dst, o.tag, c);
+      },
       [this, buffer, dst, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
         backend_->post_send(buffer, dst, o.tag, c, [this, keep, t = c.trace](const Status& st, int) {
@@ -507,8 +541,7 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
           if (error) mark_broken(error, keep->description());
           keep->complete(error);
         });
-      },
-      false);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2POptions& o) {
@@ -520,8 +553,11 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
       bad(op, "src is this rank (" + std::to_string(src) + "); a rank cannot receive from itself");
   }
   const std::string from = src == kAnySourceRank ? "any rank" : std::to_string(src);
-  return enqueue(
+  return point_to_point(
       std::string(op) + " from " + from + " tag " + std::to_string(o.tag), p2p_shape(buffer, src, o.tag), o,
+      [this, &buffer, src, &o](const OpContext& c, int* source) {
+        return backend_->recv_now(buffer, src, o.tag, c, source);
+      },
       [this, buffer, src, o](Work& work, const OpContext& c) {
         auto keep = work.shared_from_this();
         backend_->post_recv(buffer, src, o.tag, c, [this, keep, t = c.trace](const Status& st, int source) {
@@ -530,8 +566,7 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
           if (error) mark_broken(error, keep->description());
           keep->complete(error, source);
         });
-      },
-      false);
+      });
 }
 
 std::shared_ptr<Work> ProcessGroup::isend(const Buffer& buffer, int dst, int tag) {

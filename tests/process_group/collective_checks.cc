@@ -385,6 +385,64 @@ void check_isend_moves_while_sender_waits_in_collective(ProcessGroup& g) {
   if (sent) sent->wait();
 }
 
+// Blocking send and recv run on the caller's thread when the group is
+// idle, isend and irecv through the worker: mixed, the messages between two
+// ranks must still arrive in the order of the calls.
+void check_blocking_point_to_point_keeps_order_with_isend(ProcessGroup& g) {
+  std::vector<float> big(1 << 20);  // larger than a ring: still in flight
+  int32_t small = -1, last = -1;
+  if (g.rank() == 0) {
+    std::fill(big.begin(), big.end(), 1.5f);
+    small = 7;
+    last = 8;
+    auto queued = g.isend(Buffer::of(big), 1, 1);
+    auto sent = g.send(Buffer::of(&small, 1), 1, [] {
+      P2POptions o;
+      o.tag = 2;
+      return o;
+    }());
+    EXPECT_NE(sent->description().find("send to 1 tag 2 (p2p #"), std::string::npos) << sent->description();
+    g.send(Buffer::of(&last, 1), 1, [] {
+      P2POptions o;
+      o.tag = 3;
+      return o;
+    }());
+    queued->wait();
+  } else if (g.rank() == 1) {
+    P2POptions o;
+    o.tag = 1;
+    g.recv(Buffer::of(big), 0, o);
+    o.tag = 2;
+    g.recv(Buffer::of(&small, 1), 0, o);
+    o.tag = 3;
+    auto any = g.recv(Buffer::of(&last, 1), kAnySourceRank, o);
+    EXPECT_EQ(any->source_rank(), 0) << "a blocking recv from any rank names its sender";
+    EXPECT_EQ(big.back(), 1.5f);
+    EXPECT_EQ(small, 7);
+    EXPECT_EQ(last, 8);
+  }
+  // Back and forth, blocking on both sides: every value arrives in turn.
+  if (g.rank() < 2) {
+    const int peer = 1 - g.rank();
+    int64_t value = 0;
+    for (int i = 0; i < 200; ++i) {
+      int64_t got = -1;
+      if (g.rank() == 0) {
+        g.send(Buffer::of(&value, 1), peer);
+        g.recv(Buffer::of(&got, 1), peer);
+        ASSERT_EQ(got, value + 1);
+      } else {
+        g.recv(Buffer::of(&got, 1), peer);
+        ASSERT_EQ(got, value);
+        int64_t answer = got + 1;
+        g.send(Buffer::of(&answer, 1), peer);
+      }
+      value += 2;
+    }
+  }
+  g.barrier();
+}
+
 const std::vector<CollectiveCheck>& collective_checks() {
   static const std::vector<CollectiveCheck> kChecks = {
       {"AllReduceEveryDtypeOpAndSize", check_all_reduce_every_dtype_op_and_size, 1},
@@ -402,6 +460,7 @@ const std::vector<CollectiveCheck>& collective_checks() {
       {"PointToPointRingAndAnySource", check_point_to_point_ring_and_any_source, 2},
       {"IsendKeepsMovingWhileItsSenderWaitsInACollective", check_isend_moves_while_sender_waits_in_collective,
        2},
+      {"BlockingPointToPointKeepsOrderWithIsend", check_blocking_point_to_point_keeps_order_with_isend, 2},
   };
   return kChecks;
 }

@@ -34,16 +34,21 @@
 //   stall      rank VICTIM sleeps 3 s before the second all_reduce; the
 //              others wait for it (with a short COHORT_STALL_WARN_S they
 //              warn meanwhile) and it completes
+//   pingpong   ranks 0 and 1 bounce a counter with blocking send and recv
+//              (run on the caller's thread), checking it every time, until
+//              one fails; the test kills rank 1 meanwhile (rank 0 must get
+//              NetworkError), or rank VICTIM stops answering after the
+//              first 100 (the other must get TimeoutError after 3 s)
 // "ready" lines say a rank finished its first operation.
 // Prints "rank R ok: ..." and exits 0 when the rank saw what it should.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <algorithm>
 #include <vector>
 
 #include "cohort/distributed.h"
@@ -69,6 +74,45 @@ void say_ready(int rank) {
 void caught(int rank, const char* what, const Error& e, long long at) {
   std::printf("rank %d ok: %s at %lld: %s\n", rank, what, at, e.what());
   std::fflush(stdout);
+}
+
+// ping_pong_rank runs mode pingpong (see above) on a group of 2.
+int ping_pong_rank(int rank, int victim) {
+  const int peer = 1 - rank;
+  P2POptions options;
+  options.timeout = std::chrono::seconds(3);
+  // Rank 0 sends 0, 2, 4, ... and rank 1 answers each with its successor;
+  // both check every value they get.
+  int64_t value = 0;
+  auto round = [&] {
+    int64_t got = -1, want = value;
+    if (rank == 0) {
+      default_group()->send(Buffer::of(&value, 1), peer, options);
+      default_group()->recv(Buffer::of(&got, 1), peer, options);
+      want = value + 1;
+    } else {
+      default_group()->recv(Buffer::of(&got, 1), peer, options);
+      int64_t answer = got + 1;
+      default_group()->send(Buffer::of(&answer, 1), peer, options);
+    }
+    if (got != want) {
+      std::printf("rank %d wrong: got %lld, expected %lld\n", rank, static_cast<long long>(got),
+                  static_cast<long long>(want));
+      std::exit(1);
+    }
+    value += 2;
+  };
+  for (int i = 0; i < 100; ++i) round();
+  say_ready(rank);
+  if (rank == victim) raise(SIGSTOP);  // silent: alive but never answers
+  try {
+    for (;;) round();
+  } catch (const NetworkError& e) {
+    caught(rank, "NetworkError", e, wall_ns());
+  } catch (const TimeoutError& e) {
+    caught(rank, "TimeoutError", e, wall_ns());
+  }
+  return 0;
 }
 
 // late_rank runs modes late and stall (see above).
@@ -135,7 +179,8 @@ int symmetric_rank(int rank, int world) {
       check({block->buffer(DType::kFloat32, kCount)}, "same offset") &&
       check({block->buffer(DType::kFloat32, kCount, shift * sizeof(float))}, "offsets differ by rank") &&
       check({rank == 0 ? Buffer::of(ordinary) : block->buffer(DType::kFloat32, kCount)}, "rank 0 ordinary") &&
-      check({block->buffer(DType::kFloat32, cut), block->buffer(DType::kFloat32, kCount - cut, (kCount + 4096) * sizeof(float))},
+      check({block->buffer(DType::kFloat32, cut),
+             block->buffer(DType::kFloat32, kCount - cut, (kCount + 4096) * sizeof(float))},
             "pieces");
   if (!ok) return 1;
   destroy_process_group();
@@ -250,7 +295,8 @@ int main(int argc, char** argv) {
       }
       const int old_rank = rank;
       std::string suspects;
-      for (int r : default_group()->lost_ranks()) suspects += (suspects.empty() ? "" : ",") + std::to_string(r);
+      for (int r : default_group()->lost_ranks())
+        suspects += (suspects.empty() ? "" : ",") + std::to_string(r);
       std::printf("rank %d suspects [%s]\n", rank, suspects.c_str());
       auto shrunk = shrink_group();
       int64_t x = old_rank + 1;  // the survivors' ranks, plus one, summed
@@ -289,6 +335,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (mode == "late" || mode == "stall") return late_rank(mode, rank, victim);
+    if (mode == "pingpong") return ping_pong_rank(rank, victim);
     if (rank == victim) {
       if (mode == "die") _exit(7);
       raise(SIGSTOP);  // silent: alive but never answers

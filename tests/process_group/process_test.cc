@@ -11,14 +11,13 @@
 
 #include "common/shm_segment.h"
 #include "common/socket.h"
-#include "support/subprocess.h"
 #include "support/ports.h"
+#include "support/subprocess.h"
 
 namespace cohort::testing {
 namespace {
 
 using std::chrono::seconds;
-
 
 struct Job {
   std::vector<std::unique_ptr<Subprocess>> ranks;
@@ -278,6 +277,35 @@ TEST(ProcessGroupFailures, KillDuring64MiBSymmetricAllReduceFailsEverySurvivorWi
 
 TEST(ProcessGroupFailures, KillDuring64MiBAllReduceOverTcpFailsEverySurvivorWithin2s) {
   kill_during_big_all_reduces(kill_repeats(5), {"COHORT_SHM=off"}, "over TCP");
+}
+
+// Blocking send and recv run on the caller's thread when the group is idle:
+// a dead or silent peer must end them as it ends a queued one.
+TEST(ProcessGroupFailures, KillDuringBlockingPingPongFailsTheOtherRankWithin2s) {
+  Job job = start(2, "pingpong");
+  ASSERT_TRUE(await_ready(job));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const long long killed_at = wall_ns();
+  job.ranks[1]->signal(SIGKILL);
+  const std::string out = job.ranks[0]->read_all(seconds(60));
+  EXPECT_EQ(job.ranks[0]->wait(), 0) << out;
+  const long long at = caught_at(out, "NetworkError");
+  ASSERT_GT(at, 0) << out;
+  EXPECT_LT(at - killed_at, kDetectionBoundNs) << out;
+  EXPECT_NE(out.find("rank 1 ("), std::string::npos) << "does not name the dead rank:\n" << out;
+  job.ranks[1]->wait();
+  EXPECT_TRUE(segments_of(job).empty()) << segments_of(job).front();
+}
+
+TEST(ProcessGroupFailures, StoppedPeerOfABlockingRecvIsATimeoutNamingTheCall) {
+  Job job = launch(2, "pingpong", "env://", 1);
+  ASSERT_EQ(job.output.size(), 1u);
+  const std::string& out = job.output[0];
+  EXPECT_EQ(job.codes[0], 0) << out;
+  EXPECT_GT(caught_at(out, "TimeoutError"), 0) << out;
+  // Rank 0's small send completes into the ring; its recv waits.
+  EXPECT_NE(out.find("recv from 1 tag 0 (p2p #"), std::string::npos) << out;
+  EXPECT_NE(out.find("of group default"), std::string::npos) << out;
 }
 
 TEST(ProcessGroupFailures, StoppedRankIsATimeoutErrorAtTheTimeoutNamingIt) {
