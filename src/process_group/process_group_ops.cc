@@ -518,7 +518,7 @@ std::shared_ptr<Work> ProcessGroup::point_to_point(std::string_view description,
   trace_->finish(context.trace, error);  // while this thread still drives the group
   release_inline();
   work->complete(error, source);
-  work->wait();  // throws the error, as a queued blocking call's wait does
+  if (error) std::rethrow_exception(error);  // as a queued blocking call's wait() does
   return work;
 }
 
