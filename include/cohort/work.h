@@ -44,10 +44,13 @@ class Work : public std::enable_shared_from_this<Work> {
   int source_rank() const;
 
   // then runs `callback` once the operation completes (at once, on this
-  // thread, when it already has); otherwise on the thread that completes it,
-  // usually the group's worker: a callback must not wait for the group (a
-  // synchronous call from it would wait for itself) nor drop the last
-  // reference to the group.
+  // thread, when it already has); otherwise on the thread that completes it:
+  // the group's worker, or a thread whose blocking call runs on the idle
+  // group itself (an isend's callback may run inside a later blocking
+  // send or recv of the same group, on the caller's thread). A callback
+  // must not wait for the group (a synchronous call from it would wait for
+  // itself), nor take a lock its group's callers hold around their calls,
+  // nor drop the last reference to the group.
   void then(std::function<void(Work&)> callback);
 
   // get_future returns a future that becomes ready when the operation does

@@ -497,12 +497,23 @@ std::shared_ptr<Work> ProcessGroup::point_to_point(std::string_view description,
   if (o.async_op || !backend_->p2p_now() || !claim_p2p_now())
     return enqueue(description, shape, o, post, false);
   // As enqueue and the worker would, but on this thread: number, record,
-  // run, and complete the Work before returning it.
+  // run, and complete the Work before returning it. The number is taken
+  // without the queue's lock: a call another thread queues meanwhile may
+  // get a lower one and start later (the recorder's order is then off by
+  // that call; nothing matches on p2p numbers).
   const uint64_t sequence = ++p2p_sequence_;
-  auto work = std::make_shared<Work>(describe(description, sequence, false, name_));
-  OpContext context{sequence, Deadline::after(o.timeout.count() > 0 ? o.timeout : timeout_),
-                    &work->description(), work};
-  context.trace = trace_->recorder().scheduled(description, shape, sequence, false);
+  std::shared_ptr<Work> work;
+  OpContext context{sequence, Deadline::after(o.timeout.count() > 0 ? o.timeout : timeout_), nullptr,
+                    nullptr};
+  try {
+    work = std::make_shared<Work>(describe(description, sequence, false, name_));
+    context.what = &work->description();
+    context.description = work;
+    context.trace = trace_->recorder().scheduled(description, shape, sequence, false);
+  } catch (...) {
+    release_inline();  // out of memory: give the group back, or it stays claimed
+    throw;
+  }
   trace_->recorder().started(context.trace);
   std::exception_ptr error = broken_;
   int source = -1;

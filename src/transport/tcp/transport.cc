@@ -680,9 +680,12 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
     }
     // Nothing yet while spinning: let other runnable threads (other ranks on
     // an oversubscribed host) have the core before polling again. Ranks
-    // that all have a core of their own (the arena knows) spin on: a
-    // yield is a system call, ~0.2 us, more than a small message's trip.
-    if (rc == 0 && timeout == 0 && (!arena_ || arena_->oversubscribed())) sched_yield();
+    // that all have a core of their own (the arena knows) spin bare for
+    // the first quarter of a quiet spell, as Arena::wait_for does: a yield
+    // is a system call, ~0.2 us, more than a small message's trip, and the
+    // core count does not see other jobs on the host.
+    if (rc == 0 && timeout == 0 && (!arena_ || arena_->oversubscribed() || now + spin * 3 / 4 >= spin_until))
+      sched_yield();
     if (rc > 0 && fds[n - 1].revents) {
       uint64_t count;
       ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
@@ -696,7 +699,14 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
         fail(reason);
         continue;
       }
-      if (stop_on_wake) return false;
+      if (stop_on_wake) {
+        // Woken for new work, maybe before this call's first look at the
+        // deadlines: look now, so that a stream of wake-ups cannot keep a
+        // request past its deadline.
+        now = Clock::now();
+        if (earliest_deadline().when() <= now) expire(now);
+        return false;
+      }
     }
     if (rc > 0) {
       if (rc > (fds[n - 1].revents ? 1 : 0)) spin_until = now + spin;
@@ -735,9 +745,10 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
       if (accept_now && failed_.ok()) accept_links();
     }
     now = Clock::now();
-    // Deadlines are looked at after every sleep and every 64th turn of a
-    // spin: each look walks every pending request.
-    if ((timeout != 0 || (++turn & 63) == 0) && earliest_deadline().when() <= now) expire(now);
+    // Deadlines are looked at in the first turn of every call (a one-turn
+    // progress() from a waiting collective included), after every sleep,
+    // and every 64th turn of a spin: each look walks every pending request.
+    if ((timeout != 0 || (turn++ & 63) == 0) && earliest_deadline().when() <= now) expire(now);
     if (finished()) return true;
     if (!until.is_never() && until.when() <= now) return false;
   }
