@@ -673,6 +673,9 @@ bool TcpTransport::drive(Finished finished, Deadline until, bool stop_on_wake) {
     int rc = 0;
     // Spinning on rings alone: the sockets need a look only now and then.
     if (timeout != 0 || !all_shm_ || (++iteration & 15) == 0) rc = ::poll(fds.data(), n, timeout);
+    // After a sleep the turn's clock reading is stale by the sleep: what
+    // woke it must push the end of the spin out from now, not from then.
+    if (timeout != 0) now = Clock::now();
     if (arena_) arena_->sleeping(arena_->local_index()).store(0, std::memory_order_relaxed);
     if (rc < 0 && errno != EINTR) {
       fail(network_error(std::string("poll failed: ") + std::strerror(errno)));
