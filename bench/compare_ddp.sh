@@ -10,7 +10,7 @@
 #   bench/compare_ddp.sh [REPS=3] [EXTRA_COHORT_FLAGS...]
 #
 # Needs build/bench/ddp_bench and build/tools/cohortrun (scripts/test builds
-# them) and Debian's python3-torch.
+# them) and torch 2.13 in COHORT_PYTHON (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS="${1:-3}"
@@ -36,9 +36,8 @@ for config in "${configs[@]}"; do
     build/tools/cohortrun --standalone --nproc-per-node 2 build/bench/ddp_bench --model "$model" --batch "$batch" \
       $flags "$@" >"$out/run" 2>&1 || true
     keep_result "$model" cohort
-    # Debian's torch 1.13 under Python 3.11 cannot parse -r 0 / -t 0: -r 1 -t 1.
     # shellcheck disable=SC2086
-    /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 -r 1 -t 1 bench/ddp_bench_torch.py \
+    "${COHORT_PYTHON:-python3}" -m torch.distributed.run --standalone --nproc_per_node 2 bench/ddp_bench_torch.py \
       --model "$model" --batch "$batch" $flags >"$out/run" 2>&1 || true
     keep_result "$model" torch
   done

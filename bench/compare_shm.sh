@@ -112,7 +112,7 @@ do for [p in "2 4"] {
   set title p." ranks"
   plot "$OUT/all_reduce_p".p.".dat" using 1:2 with linespoints title "cohort (shm)", \
        "" using 1:3 with linespoints title "Open MPI 4.1", \
-       "" using 1:4 with linespoints title "Gloo (libtorch 1.13)"
+       "" using 1:4 with linespoints title "Gloo (torch 2.13)"
 }
 unset multiplot
 GP

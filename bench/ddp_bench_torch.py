@@ -1,7 +1,7 @@
 # ddp_bench_torch.py: bench/ddp_bench.cc's twin on torch's own
-# DistributedDataParallel over Gloo (Debian's python3-torch; run it with
-# /usr/bin/python3 under torch.distributed.run). Same models, same steps,
-# same output line.
+# DistributedDataParallel over Gloo (torch 2.13 from pip; run it with that
+# Python under torch.distributed.run). Same models, same steps, same output
+# line.
 import argparse
 import statistics
 import time
@@ -85,7 +85,7 @@ def main():
         view = "+view" if a.gradient_as_bucket_view else ""
         print(f"ddp_bench torch{view} world={dist.get_world_size()} batch={a.batch} "
               f"sync_ms={s:.2f} no_sync_ms={l:.2f} overhead_ms={s - l:.2f}", flush=True)
-    # No destroy_process_group(): torch 1.13's Gloo sometimes spins forever in it.
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -1,31 +1,27 @@
 #!/usr/bin/env bash
 # launch_bench: wall time of launch + init + first barrier + exit, for 2, 4
 # and 8 workers on this host with --standalone: cohortrun running
-# bench/launch_cohort (init_process_group env://, barrier) against torchrun
-# (Debian's python3-torch) running bench/launch_gloo (libtorch TCPStore +
-# ProcessGroupGloo, barrier). Prints a markdown table of medians: torchrun
-# with its defaults (torch 1.13 checks workers every 5 s) and with
-# --monitor_interval 0.1 (cohortrun's default), so that the launchers'
-# own costs compare too.
+# bench/launch_cohort (init_process_group env://, barrier) against torch
+# 2.13's torchrun running bench/launch_gloo (init_process_group("gloo")
+# env://, barrier, in Python: what torchrun's users run). Both launchers
+# check their workers every 0.1 s by default. Prints a markdown table of
+# medians, and beside it what one torch worker costs alone (world size 1,
+# no launcher: Python's start, import torch, a TCPStore, a Gloo barrier),
+# the part of torchrun's time that is the worker's, not the launcher's.
 #
-# Debian's torch 1.13 under Python 3.11 cannot parse --redirects/--tee 0
-# (IntFlag no longer lists NONE), so torchrun runs with -r 1 -t 1: stdout
-# to a log file and the console, as cohortrun always keeps log files.
+#   bench/launch_bench.sh [BUILD_DIR] [RUNS]
 #
-#   bench/launch_bench.sh [BUILD_DIR] [TORCH_BUILD_DIR] [RUNS]
-#
-# BUILD_DIR holds tools/cohortrun and bench/launch_cohort (default build);
-# TORCH_BUILD_DIR holds bench/launch_gloo (default: BUILD_DIR, which has it
-# when libtorch was found).
+# BUILD_DIR holds tools/cohortrun, bench/launch_cohort and bench/launch_gloo
+# (default build). COHORT_PYTHON names the Python with torch (python3).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$root/build}" torch_build="${2:-${1:-$root/build}}" runs="${3:-7}"
-python=/usr/bin/python3
-cohortrun="$build/tools/cohortrun" cohort_prog="$build/bench/launch_cohort" gloo_prog="$torch_build/bench/launch_gloo"
+build="${1:-$root/build}" runs="${2:-7}"
+python="${COHORT_PYTHON:-python3}"
+cohortrun="$build/tools/cohortrun" cohort_prog="$build/bench/launch_cohort" gloo_prog="$build/bench/launch_gloo"
 for f in "$cohortrun" "$cohort_prog" "$gloo_prog"; do
   [ -x "$f" ] || { echo "missing $f (build it first)" >&2; exit 1; }
 done
-$python -c "import torch.distributed.run" 2>/dev/null || { echo "torchrun needs python3-torch" >&2; exit 1; }
+$python -c "import torch.distributed.run" 2>/dev/null || { echo "torchrun needs torch in $python (pip install torch==2.13.0)" >&2; exit 1; }
 
 # ms runs its arguments quietly and prints their wall time in milliseconds.
 ms() {
@@ -38,21 +34,26 @@ ms() {
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : int((a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
 
 torchrun() {
-  env OMP_NUM_THREADS=1 $python -m torch.distributed.run --standalone --nproc_per_node "$1" -r 1 -t 1 "${@:2}" \
-    --no_python "$gloo_prog"
+  env OMP_NUM_THREADS=1 "$python" -m torch.distributed.run --standalone --nproc_per_node "$1" --no_python "$gloo_prog"
+}
+# gloo_alone: one torch worker without a launcher, world size 1.
+gloo_alone() {
+  local port
+  port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  env OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" RANK=0 WORLD_SIZE=1 "$gloo_prog"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 
-echo "| workers | cohortrun (ms) | torchrun (ms) | ratio | torchrun --monitor_interval 0.1 (ms) | ratio |"
-echo "|---:|---:|---:|---:|---:|---:|"
+echo "| workers | cohortrun (ms) | torchrun (ms) | cohortrun / torchrun | one torch worker alone (ms) |"
+echo "|---:|---:|---:|---:|---:|"
 for n in 2 4 8; do
-  c=() t=() f=()
+  c=() t=() a=()
   for _ in $(seq 1 "$runs"); do
     c+=("$(ms "$cohortrun" --standalone --nproc-per-node "$n" "$cohort_prog")")
     t+=("$(ms torchrun "$n")")
-    f+=("$(ms torchrun "$n" --monitor_interval 0.1)")
+    a+=("$(ms gloo_alone)")
   done
   cm=$(printf '%s\n' "${c[@]}" | median) tm=$(printf '%s\n' "${t[@]}" | median)
-  fm=$(printf '%s\n' "${f[@]}" | median)
-  echo "| $n | $cm | $tm | $(ratio "$cm" "$tm") | $fm | $(ratio "$cm" "$fm") |"
+  am=$(printf '%s\n' "${a[@]}" | median)
+  echo "| $n | $cm | $tm | $(ratio "$cm" "$tm") | $am |"
 done

@@ -1,5 +1,5 @@
-// store_bench: cohort's TcpStore and libtorch's c10d::TCPStore, measured the
-// same way in one run.
+// store_bench: cohort's TcpStore and libtorch's c10d::TCPStore (torch 2.x:
+// its libuv server, the default), measured the same way in one run.
 //
 //   store_bench [--reps R] [--ops N] [--clients 16,64,256,1024,4096] [--latency on|off]
 //               [--only cohort|libtorch]
@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "cohort/tcp_store.h"
@@ -297,7 +298,7 @@ int main(int argc, char** argv) {
   }
   cohort::raise_fd_limit();
   Implementation ours = cohort_impl(), theirs = torch_impl();
-  std::printf("| measurement | cohort | libtorch | cohort / libtorch |\n|---|---|---|---|\n");
+  std::printf("| measurement | cohort | libtorch %s | cohort / libtorch |\n|---|---|---|---|\n", TORCH_VERSION);
   for (const char* op : {"set", "get", "add", "check"}) {
     if (!latency) break;
     double a = only == "libtorch" ? -1 : latency_us(ours, op, reps, ops);

@@ -8,17 +8,55 @@ COHORT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 COHORT_JOBS="${COHORT_JOBS:-$(nproc)}"
 COHORT_TEST_JOBS="${COHORT_TEST_JOBS:-$(nproc)}"
 
-# The Debian packages a build with every feature needs (python3-torch: the
-# sampler tests compare with torch's own DistributedSampler).
+# The Debian packages a build with every feature needs. torch is not among
+# them: it comes from pip (ensure_python_packages), and Debian's libtorch
+# 1.13 is no longer the project's torch.
 COHORT_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libssl-dev libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  libtorch-dev libgloo-dev libopenblas0-pthread
   libopenmpi-dev openmpi-bin
-  python3 python3-torch iproute2
+  python3 iproute2
   libcli11-dev etcd-server etcd-client
 )
+
+# The Python that brings torch: COHORT_PYTHON, default python3 on PATH. Its
+# pip packages: torch pinned exactly (the CPU build; a looser spec pulls a
+# CUDA build of several GB), pytest, and NCCL's headers and library for
+# building the NCCL backend (no GPU is needed to build it).
+COHORT_PYTHON="${COHORT_PYTHON:-python3}"
+COHORT_PYTHON_PACKAGES=(torch==2.13.0 pytest nvidia-nccl-cu13==2.32.3)
+
+# ensure_python_packages installs the pip packages COHORT_PYTHON lacks;
+# silent when it has them all.
+ensure_python_packages() {
+  if ! command -v "$COHORT_PYTHON" >/dev/null; then
+    echo "cohort: no '$COHORT_PYTHON' on PATH (set COHORT_PYTHON to a Python 3.9+ with pip)" >&2
+    return 1
+  fi
+  local missing
+  missing="$("$COHORT_PYTHON" - "$@" <<'PY'
+import importlib.metadata as md, sys
+for spec in sys.argv[1:]:
+    name, _, version = spec.partition("==")
+    try:
+        have = md.version(name)
+    except md.PackageNotFoundError:
+        have = None
+    # torch's local version (+cpu) is part of what pip installed, not a mismatch.
+    if have is None or (version and have.split("+")[0] != version):
+        print(spec)
+PY
+)" || return 1
+  [ -z "$missing" ] && return 0
+  echo "cohort: installing missing Python packages into $COHORT_PYTHON: $(echo $missing)"
+  # shellcheck disable=SC2086
+  "$COHORT_PYTHON" -m pip install -q $missing || {
+    echo "cohort: '$COHORT_PYTHON -m pip install $(echo $missing)' failed; a Python whose packages" \
+      "pip may change (a virtual environment, or pyenv's) named by COHORT_PYTHON fixes it" >&2
+    return 1
+  }
+}
 
 # ensure_packages installs the packages that are missing; silent when none is.
 ensure_packages() {
@@ -47,7 +85,7 @@ build_cohort() {
   local dir="$COHORT_ROOT/build"
   if [ ! -f "$dir/build.ninja" ]; then
     cmake -S "$COHORT_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCOHORT_WARNINGS_AS_ERRORS=ON >"$dir.configure.log" 2>&1 || {
+      -DCOHORT_WARNINGS_AS_ERRORS=ON -DCOHORT_PYTHON="$COHORT_PYTHON" >"$dir.configure.log" 2>&1 || {
       cat "$dir.configure.log" >&2
       return 1
     }

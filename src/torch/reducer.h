@@ -111,7 +111,7 @@ class Reducer {
   const DDPOptions options_;
   CommHook hook_;
 
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold the hooks
+  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold the hooks
   std::vector<uintptr_t> hook_keys_;
   std::unordered_map<const torch::autograd::Node*, size_t> index_of_accumulator_;
 
