@@ -5,9 +5,11 @@
 # the tutorial's CNN, 2 ranks, batch 16 and 64 per rank, one thread per
 # rank; the MLP also with gradient_as_bucket_view on both sides. Each measures the step time with synchronisation and under no_sync;
 # their difference is DDP's overhead. Medians of REPS runs (each itself a
-# median of rounds); prints a markdown table.
+# median of rounds); prints a markdown table. Both zero the gradients as
+# torch 2.x's zero_grad does by default, by dropping them (set_to_none):
+# `--zero-grad in-place` after REPS compares the other way (both sides).
 #
-#   bench/compare_ddp.sh [REPS=3] [EXTRA_COHORT_FLAGS...]
+#   bench/compare_ddp.sh [REPS=3] [EXTRA_FLAGS...]   (flags both take: --zero-grad, --steps)
 #
 # Needs build/bench/ddp_bench and build/tools/cohortrun (scripts/test builds
 # them) and torch 2.13 in COHORT_PYTHON (default python3).
@@ -38,7 +40,7 @@ for config in "${configs[@]}"; do
     keep_result "$model" cohort
     # shellcheck disable=SC2086
     "${COHORT_PYTHON:-python3}" -m torch.distributed.run --standalone --nproc_per_node 2 bench/ddp_bench_torch.py \
-      --model "$model" --batch "$batch" $flags >"$out/run" 2>&1 || true
+      --model "$model" --batch "$batch" $flags "$@" >"$out/run" 2>&1 || true
     keep_result "$model" torch
   done
 done

@@ -57,13 +57,13 @@ double median(std::vector<double> v) {
 }
 
 template <class Model>
-void run(Model model, int batch, int steps, const cohort::DDPOptions& options) {
+void run(Model model, int batch, int steps, const cohort::DDPOptions& options, bool set_to_none) {
   cohort::DistributedDataParallel<Model> ddp(model, options);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   at::Tensor x = torch::randn({batch, 1, 28, 28});
   at::Tensor y = torch::randint(0, 10, {batch}, torch::kInt64);
   auto step = [&] {
-    opt.zero_grad();
+    opt.zero_grad(set_to_none);
     torch::nll_loss(ddp.forward(x), y).backward();
     opt.step();
   };
@@ -126,14 +126,19 @@ int main(int argc, char** argv) {
   cohort::DDPOptions options;
   app.add_flag("--gradient-as-bucket-view", options.gradient_as_bucket_view,
                "DDPOptions::gradient_as_bucket_view");
+  // torch 2.x's zero_grad drops the gradients (set_to_none=True) unless
+  // told otherwise; 1.13's zeroed them in place.
+  std::string zero_grad = "none";
+  app.add_option("--zero-grad", zero_grad, "none (drop the gradients: torch 2.x's default) or in-place")
+      ->check(CLI::IsMember({"none", "in-place"}));
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(1);
   torch::manual_seed(0);
   cohort::init_process_group();
   if (model == "mlp") {
-    run(Mlp(), batch, steps, options);
+    run(Mlp(), batch, steps, options, zero_grad == "none");
   } else {
-    run(Cnn(), batch, steps, options);
+    run(Cnn(), batch, steps, options, zero_grad == "none");
   }
   cohort::destroy_process_group();
 }

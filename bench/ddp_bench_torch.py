@@ -46,6 +46,8 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--gradient-as-bucket-view", action="store_true")
+    p.add_argument("--zero-grad", default="none", choices=["none", "in-place"],
+                   help="none: drop the gradients (torch 2.x's default); in-place: zero them")
     a = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -57,7 +59,7 @@ def main():
     y = torch.randint(0, 10, (a.batch,))
 
     def step():
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=a.zero_grad == "none")
         F.nll_loss(ddp(x), y).backward()
         opt.step()
 
