@@ -46,12 +46,16 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--gradient-as-bucket-view", action="store_true")
+    p.add_argument("--backend", default="gloo", choices=["gloo", "cohort"],
+                   help="torch's DDP over Gloo (the anchor) or over cohort (import cohort_torch)")
     p.add_argument("--zero-grad", default="none", choices=["none", "in-place"],
                    help="none: drop the gradients (torch 2.x's default); in-place: zero them")
     a = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    dist.init_process_group("gloo")
+    if a.backend == "cohort":
+        import cohort_torch  # noqa: F401  (registers the backend)
+    dist.init_process_group(a.backend)
     model = Mlp() if a.model == "mlp" else Cnn()
     ddp = nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=a.gradient_as_bucket_view)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -85,7 +89,8 @@ def main():
     if dist.get_rank() == 0:
         s, l = result.tolist()
         view = "+view" if a.gradient_as_bucket_view else ""
-        print(f"ddp_bench torch{view} world={dist.get_world_size()} batch={a.batch} "
+        name = "torch" if a.backend == "gloo" else "torch_over_cohort"
+        print(f"ddp_bench {name}{view} world={dist.get_world_size()} batch={a.batch} "
               f"sync_ms={s:.2f} no_sync_ms={l:.2f} overhead_ms={s - l:.2f}", flush=True)
     dist.destroy_process_group()
 

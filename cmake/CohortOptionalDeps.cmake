@@ -91,3 +91,17 @@ if(NOT COHORT_WITH_NCCL STREQUAL "OFF")
 endif()
 cohort_resolve_option(COHORT_WITH_NCCL "${_nccl_found}"
   "nccl.h/libnccl/libcudart not found under CUDA_HOME, /usr/local/cuda or the Python's nvidia-nccl-cu13 package")
+
+# The Python extension cohort_torch (python/): needs the torch layer and the
+# headers of the Python that has torch (pybind11 comes with torch).
+set(_python_found FALSE)
+set(_python_reason "needs COHORT_WITH_TORCH and the development headers of ${COHORT_PYTHON}")
+if(NOT COHORT_WITH_PYTHON STREQUAL "OFF" AND COHORT_WITH_TORCH_ENABLED)
+  set(Python3_EXECUTABLE "${COHORT_PYTHON_EXECUTABLE}")
+  find_package(Python3 QUIET COMPONENTS Interpreter Development.Module)
+  find_library(COHORT_TORCH_PYTHON_LIBRARY torch_python HINTS "${TORCH_INSTALL_PREFIX}/lib")
+  if(Python3_Development.Module_FOUND AND COHORT_TORCH_PYTHON_LIBRARY)
+    set(_python_found TRUE)
+  endif()
+endif()
+cohort_resolve_option(COHORT_WITH_PYTHON "${_python_found}" "${_python_reason}")

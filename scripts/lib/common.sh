@@ -16,7 +16,7 @@ COHORT_PACKAGES=(
   libssl-dev libgtest-dev libbenchmark-dev
   clang libclang-rt-14-dev
   libopenmpi-dev openmpi-bin
-  python3 iproute2
+  python3 python3-dev iproute2
   libcli11-dev etcd-server etcd-client
 )
 

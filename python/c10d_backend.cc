@@ -1,0 +1,403 @@
+#include "c10d_backend.h"
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <atomic>
+#include <mutex>
+
+#include "cohort/distributed.h"
+#include "cohort/errors.h"
+#include "cohort/tensor.h"
+#include "store_adapter.h"
+
+namespace cohort_torch {
+
+namespace {
+
+using cohort::InvalidArgument;
+using cohort::to_buffer;
+using WorkList = std::vector<std::shared_ptr<cohort::Work>>;
+
+// CohortWork is torch's handle on one or more cohort Works (a coalesced
+// call runs one per tensor). Its future is made on the first getFuture()
+// and completed by the last of them, with the outputs or the first error.
+class CohortWork : public c10d::Work {
+ public:
+  CohortWork(int rank, c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs)
+      : c10d::Work(rank, type), works_(std::move(works)), outputs_(std::move(outputs)) {}
+
+  bool isCompleted() override {
+    for (const auto& w : works_) {
+      if (!w->is_completed()) return false;
+    }
+    return true;
+  }
+  bool isSuccess() const override {
+    for (const auto& w : works_) {
+      if (!w->is_success()) return false;
+    }
+    return true;
+  }
+  std::exception_ptr exception() const override {
+    for (const auto& w : works_) {
+      if (auto e = w->exception()) return e;
+    }
+    return nullptr;
+  }
+  int sourceRank() const override { return works_.empty() ? -1 : works_.front()->source_rank(); }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  void synchronize() override {}
+  // wait: torch's kNoTimeout (0) and cohort's "no timeout of this wait's
+  // own" agree; the operation's deadline bounds it in any case.
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (const auto& w : works_) w->wait(timeout.count() > 0 ? timeout : std::chrono::milliseconds(0));
+    return true;
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (future_) return future_;
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    if (works_.empty()) {
+      future_->markCompleted(c10::IValue(outputs_));
+      return future_;
+    }
+    struct Countdown {
+      std::atomic<size_t> remaining;
+      std::mutex mu;
+      std::exception_ptr error;
+    };
+    auto countdown = std::make_shared<Countdown>();
+    countdown->remaining = works_.size();
+    auto future = future_;
+    auto outputs = outputs_;
+    for (const auto& w : works_) {
+      // Runs once per Work, on the thread that completes it (maybe this one).
+      w->then([future, outputs, countdown](cohort::Work& done) {
+        if (auto e = done.exception()) {
+          std::lock_guard<std::mutex> guard(countdown->mu);
+          if (!countdown->error) countdown->error = e;
+        }
+        if (countdown->remaining.fetch_sub(1) != 1) return;
+        if (countdown->error) {
+          future->setError(countdown->error);
+        } else {
+          future->markCompleted(c10::IValue(outputs));
+        }
+      });
+    }
+    return future_;
+  }
+
+ private:
+  const WorkList works_;
+  const std::vector<at::Tensor> outputs_;
+  std::mutex mu_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// finish wraps `works` for torch. An async call's tensors (`keep`) stay
+// alive until its Works complete, whatever torch's caller does with the
+// handle: the callback holds them.
+c10::intrusive_ptr<c10d::Work> finish(int rank, c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs,
+                                      std::vector<at::Tensor> keep) {
+  for (const auto& w : works) {
+    if (!w->is_completed()) w->then([keep](cohort::Work&) {});
+  }
+  return c10::make_intrusive<CohortWork>(rank, type, std::move(works), std::move(outputs));
+}
+
+// only is the one tensor of a per-device list: cohort runs one device's
+// tensor per call, as torch 2.x's own callers pass.
+at::Tensor& only(std::vector<at::Tensor>& tensors, const char* op) {
+  if (tensors.size() != 1) {
+    throw InvalidArgument(std::string("cohort: ") + op + " takes one tensor per call, got " +
+                          std::to_string(tensors.size()));
+  }
+  return tensors.front();
+}
+
+std::vector<cohort::Buffer> buffers_of(const std::vector<at::Tensor>& tensors, const char* what) {
+  std::vector<cohort::Buffer> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back(to_buffer(t, what));
+  return out;
+}
+
+// options fills cohort's common fields: torch's unset timeout (-1) is the
+// group's (0 here); asyncOp=false is torch's blocking call.
+template <class Options>
+Options options(std::chrono::milliseconds timeout, bool async_op) {
+  Options o;
+  o.timeout = timeout.count() > 0 ? timeout : std::chrono::milliseconds(0);
+  o.async_op = async_op;
+  return o;
+}
+
+cohort::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const char* what) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return cohort::ReduceOp::SUM;
+    case c10d::ReduceOp::AVG: return cohort::ReduceOp::AVG;
+    case c10d::ReduceOp::PRODUCT: return cohort::ReduceOp::PRODUCT;
+    case c10d::ReduceOp::MIN: return cohort::ReduceOp::MIN;
+    case c10d::ReduceOp::MAX: return cohort::ReduceOp::MAX;
+    case c10d::ReduceOp::BAND: return cohort::ReduceOp::BAND;
+    case c10d::ReduceOp::BOR: return cohort::ReduceOp::BOR;
+    case c10d::ReduceOp::BXOR: return cohort::ReduceOp::BXOR;
+    case c10d::ReduceOp::PREMUL_SUM: {
+      const auto* factor = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+      if (!factor) throw InvalidArgument(std::string("cohort: ") + what + ": PREMUL_SUM without its factor");
+      return cohort::ReduceOp::premul_sum(factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
+                                                                          : factor->double_factor);
+    }
+    default:
+      throw InvalidArgument(std::string("cohort: ") + what + ": unknown reduce op " +
+                            std::to_string(static_cast<int>(op.op_)));
+  }
+}
+
+}  // namespace
+
+CohortBackend::CohortBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                             std::chrono::milliseconds timeout, const std::string& group_name)
+    : c10d::Backend(rank, size),
+      group_(cohort::make_group(std::make_shared<StoreAdapter>(store), rank, size, timeout,
+                                "torch:" + group_name, master_host_of(store), "cohort")) {}
+
+CohortBackend::~CohortBackend() = default;
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                        const c10d::BroadcastOptions& opts) {
+  at::Tensor& t = only(tensors, "broadcast");
+  auto o = options<cohort::BroadcastOptions>(opts.timeout, opts.asyncOp);
+  o.src = static_cast<int>(opts.rootRank);
+  return finish(rank_, c10d::OpType::BROADCAST, {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)},
+                tensors, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::AllreduceOptions& opts) {
+  at::Tensor& t = only(tensors, "all_reduce");
+  auto o = options<cohort::AllReduceOptions>(opts.timeout, opts.asyncOp);
+  o.op = to_reduce_op(opts.reduceOp, "all_reduce");
+  return finish(rank_, c10d::OpType::ALLREDUCE, {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)},
+                tensors, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                  const c10d::AllreduceCoalescedOptions& opts) {
+  auto o = options<cohort::AllReduceOptions>(opts.timeout, opts.asyncOp);
+  o.op = to_reduce_op(opts.reduceOp, "all_reduce_coalesced");
+  return finish(rank_, c10d::OpType::ALLREDUCE_COALESCED,
+                {group_->all_reduce_coalesced(buffers_of(tensors, "all_reduce_coalesced's tensor"), o)}, tensors,
+                tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::ReduceOptions& opts) {
+  at::Tensor& t = only(tensors, "reduce");
+  auto o = options<cohort::ReduceOptions>(opts.timeout, opts.asyncOp);
+  o.dst = static_cast<int>(opts.rootRank);
+  o.op = to_reduce_op(opts.reduceOp, "reduce");
+  return finish(rank_, c10d::OpType::REDUCE, {group_->reduce(to_buffer(t, "reduce's tensor"), o)}, tensors,
+                tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::AllgatherOptions& opts) {
+  at::Tensor& input = only(inputs, "all_gather");
+  if (outputs.size() != 1) throw InvalidArgument("cohort: all_gather takes one output list per call");
+  auto o = options<cohort::AllGatherOptions>(opts.timeout, opts.asyncOp);
+  std::vector<at::Tensor> keep = outputs.front();
+  keep.push_back(input);
+  return finish(rank_, c10d::OpType::ALLGATHER,
+                {group_->all_gather(buffers_of(outputs.front(), "all_gather's output"),
+                                    to_buffer(input, "all_gather's input"), o)},
+                outputs.front(), std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                              const c10d::AllgatherOptions& opts) {
+  auto o = options<cohort::AllGatherOptions>(opts.timeout, opts.asyncOp);
+  return finish(rank_, c10d::OpType::_ALLGATHER_BASE,
+                {group_->all_gather_into_tensor(to_buffer(output, "all_gather_into_tensor's output"),
+                                                to_buffer(input, "all_gather_into_tensor's input"), o)},
+                {output}, {output, input});
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                  std::vector<at::Tensor>& inputs,
+                                                                  const c10d::AllgatherOptions& opts) {
+  if (outputs.size() != inputs.size()) {
+    throw InvalidArgument("cohort: all_gather_coalesced has " + std::to_string(inputs.size()) + " inputs but " +
+                          std::to_string(outputs.size()) + " output lists");
+  }
+  // One async all_gather per input, all in flight together; the Work ends
+  // with the last.
+  auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
+  WorkList works;
+  std::vector<at::Tensor> flat, keep(inputs);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    works.push_back(group_->all_gather(buffers_of(outputs[i], "all_gather_coalesced's output"),
+                                       to_buffer(inputs[i], "all_gather_coalesced's input"), o));
+    flat.insert(flat.end(), outputs[i].begin(), outputs[i].end());
+  }
+  keep.insert(keep.end(), flat.begin(), flat.end());
+  return finish(rank_, c10d::OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat), std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                              std::vector<at::Tensor>& inputs,
+                                                                              const c10d::AllgatherOptions& opts) {
+  if (outputs.size() != inputs.size()) {
+    throw InvalidArgument("cohort: all_gather_into_tensor_coalesced has " + std::to_string(inputs.size()) +
+                          " inputs but " + std::to_string(outputs.size()) + " outputs");
+  }
+  auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
+  WorkList works;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    works.push_back(group_->all_gather_into_tensor(to_buffer(outputs[i], "all_gather_into_tensor's output"),
+                                                   to_buffer(inputs[i], "all_gather_into_tensor's input"), o));
+  }
+  std::vector<at::Tensor> keep(outputs);
+  keep.insert(keep.end(), inputs.begin(), inputs.end());
+  return finish(rank_, c10d::OpType::COALESCED, std::move(works), outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::GatherOptions& opts) {
+  at::Tensor& input = only(inputs, "gather");
+  auto o = options<cohort::GatherOptions>(opts.timeout, opts.asyncOp);
+  o.dst = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> list;
+  if (getRank() == o.dst) {
+    if (outputs.size() != 1) throw InvalidArgument("cohort: gather takes one output list on its root");
+    list = outputs.front();
+  }
+  std::vector<at::Tensor> keep(list);
+  keep.push_back(input);
+  return finish(rank_, c10d::OpType::GATHER,
+                {group_->gather(buffers_of(list, "gather's output"), to_buffer(input, "gather's input"), o)}, list,
+                std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                      std::vector<std::vector<at::Tensor>>& inputs,
+                                                      const c10d::ScatterOptions& opts) {
+  at::Tensor& output = only(outputs, "scatter");
+  auto o = options<cohort::ScatterOptions>(opts.timeout, opts.asyncOp);
+  o.src = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> list;
+  if (getRank() == o.src) {
+    if (inputs.size() != 1) throw InvalidArgument("cohort: scatter takes one input list on its root");
+    list = inputs.front();
+  }
+  std::vector<at::Tensor> keep(list);
+  keep.push_back(output);
+  return finish(rank_, c10d::OpType::SCATTER,
+                {group_->scatter(to_buffer(output, "scatter's output"), buffers_of(list, "scatter's input"), o)},
+                outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                             std::vector<std::vector<at::Tensor>>& inputs,
+                                                             const c10d::ReduceScatterOptions& opts) {
+  at::Tensor& output = only(outputs, "reduce_scatter");
+  if (inputs.size() != 1) throw InvalidArgument("cohort: reduce_scatter takes one input list per call");
+  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, opts.asyncOp);
+  o.op = to_reduce_op(opts.reduceOp, "reduce_scatter");
+  std::vector<at::Tensor> keep(inputs.front());
+  keep.push_back(output);
+  return finish(rank_, c10d::OpType::REDUCE_SCATTER,
+                {group_->reduce_scatter(to_buffer(output, "reduce_scatter's output"),
+                                        buffers_of(inputs.front(), "reduce_scatter's input"), o)},
+                outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                   const c10d::ReduceScatterOptions& opts) {
+  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, opts.asyncOp);
+  o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor");
+  return finish(rank_, c10d::OpType::_REDUCE_SCATTER_BASE,
+                {group_->reduce_scatter_tensor(to_buffer(output, "reduce_scatter_tensor's output"),
+                                               to_buffer(input, "reduce_scatter_tensor's input"), o)},
+                {output}, {output, input});
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  if (outputs.size() != inputs.size()) {
+    throw InvalidArgument("cohort: reduce_scatter_tensor_coalesced has " + std::to_string(inputs.size()) +
+                          " inputs but " + std::to_string(outputs.size()) + " outputs");
+  }
+  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, true);
+  o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
+  WorkList works;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    works.push_back(group_->reduce_scatter_tensor(to_buffer(outputs[i], "reduce_scatter_tensor's output"),
+                                                  to_buffer(inputs[i], "reduce_scatter_tensor's input"), o));
+  }
+  std::vector<at::Tensor> keep(outputs);
+  keep.insert(keep.end(), inputs.begin(), inputs.end());
+  return finish(rank_, c10d::OpType::COALESCED, std::move(works), outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                            std::vector<int64_t>& output_split_sizes,
+                                                            std::vector<int64_t>& input_split_sizes,
+                                                            const c10d::AllToAllOptions& opts) {
+  // The tensor-level all_to_all_single turns torch's row counts into the
+  // core's element counts and checks them.
+  auto work = cohort::all_to_all_single(output, input, output_split_sizes, input_split_sizes, group_, true);
+  if (!opts.asyncOp) work->wait();
+  return finish(rank_, c10d::OpType::ALLTOALL_BASE, {work}, {output}, {output, input});
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::AllToAllOptions& opts) {
+  auto o = options<cohort::AllToAllOptions>(opts.timeout, opts.asyncOp);
+  std::vector<at::Tensor> keep(outputs);
+  keep.insert(keep.end(), inputs.begin(), inputs.end());
+  return finish(rank_, c10d::OpType::ALLTOALL,
+                {group_->all_to_all(buffers_of(outputs, "all_to_all's output"),
+                                    buffers_of(inputs, "all_to_all's input"), o)},
+                outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  at::Tensor& t = only(tensors, "send");
+  return finish(rank_, c10d::OpType::SEND, {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {},
+                tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  at::Tensor& t = only(tensors, "recv");
+  return finish(rank_, c10d::OpType::RECV, {group_->irecv(to_buffer(t, "recv's tensor"), src, tag)}, tensors,
+                tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  at::Tensor& t = only(tensors, "recv");
+  return finish(rank_, c10d::OpType::RECVANYSOURCE,
+                {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::barrier(const c10d::BarrierOptions& opts) {
+  return finish(rank_, c10d::OpType::BARRIER,
+                {group_->barrier(options<cohort::BarrierOptions>(opts.timeout, opts.asyncOp))}, {}, {});
+}
+
+void CohortBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  group_->monitored_barrier(options<cohort::BarrierOptions>(opts.timeout, false), wait_all_ranks);
+}
+
+void CohortBackend::abort() { group_->abort("torch called abort() on the backend"); }
+
+void CohortBackend::shutdown() { group_->abort("torch shut the backend down"); }
+
+}  // namespace cohort_torch

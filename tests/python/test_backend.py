@@ -1,0 +1,246 @@
+"""cohort as a torch.distributed backend, from Python: real processes started
+by torch.multiprocessing (spawn, as PyTorch's tutorial does), real torch
+2.13, every result checked against values computed here.
+
+Run by ctest (python.Backend) with PYTHONPATH naming build/python.
+"""
+
+import datetime
+import os
+import socket
+import sys
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import cohort_torch  # noqa: F401  (registers the backend)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank, size, port, fn, results):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    import cohort_torch  # noqa: F401,F811  (a spawned child imports afresh)
+
+    dist.init_process_group("cohort", rank=rank, world_size=size, timeout=datetime.timedelta(seconds=60))
+    try:
+        results.put((rank, fn(rank, size)))
+    except BaseException as e:  # the parent reports it, with the rank
+        results.put((rank, f"error: {type(e).__name__}: {e}"))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ranks(fn, size):
+    """Runs fn(rank, size) in `size` processes joined by init_process_group
+    ("cohort", env://); returns {rank: what fn returned}."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_entry, args=(r, size, port, fn, results)) for r in range(size)]
+    for p in procs:
+        p.start()
+    out = {}
+    try:
+        for _ in range(size):
+            rank, value = results.get(timeout=120)
+            out[rank] = value
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    for rank, value in out.items():
+        assert not (isinstance(value, str) and value.startswith("error:")), f"rank {rank}: {value}"
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    return out
+
+
+# The programs of PyTorch's distributed tutorial, with "cohort" for "gloo".
+
+
+def tutorial_blocking_p2p(rank, size):
+    tensor = torch.zeros(1)
+    if rank == 0:
+        tensor += 1
+        dist.send(tensor=tensor, dst=1)
+    else:
+        dist.recv(tensor=tensor, src=0)
+    return tensor[0].item()
+
+
+def tutorial_nonblocking_p2p(rank, size):
+    tensor = torch.zeros(1)
+    if rank == 0:
+        tensor += 1
+        req = dist.isend(tensor=tensor, dst=1)
+    else:
+        req = dist.irecv(tensor=tensor, src=0)
+    req.wait()
+    return tensor[0].item()
+
+
+def tutorial_group_all_reduce(rank, size):
+    group = dist.new_group([0, 1])
+    tensor = torch.ones(1)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+    return tensor[0].item()
+
+
+def tutorial_ring_all_reduce(rank, size):
+    # The tutorial's allreduce(send, recv), built from isend and recv.
+    send = torch.full((5,), float(rank + 1))
+    recv = torch.zeros(5)
+    accum = send.clone()
+    send_buff, recv_buff = send.clone(), torch.zeros(5)
+    left, right = (rank - 1 + size) % size, (rank + 1) % size
+    for i in range(size - 1):
+        if i % 2 == 0:
+            req = dist.isend(send_buff, right)
+            dist.recv(recv_buff, left)
+            accum[:] += recv_buff[:]
+        else:
+            req = dist.isend(recv_buff, right)
+            dist.recv(send_buff, left)
+            accum[:] += send_buff[:]
+        req.wait()
+    recv[:] = accum[:]
+    return recv.tolist()
+
+
+# The point-to-point programs are written for two processes (rank 0 sends,
+# every other rank receives once).
+def test_tutorial_blocking_point_to_point():
+    assert run_ranks(tutorial_blocking_p2p, 2) == {0: 1.0, 1: 1.0}
+
+
+def test_tutorial_nonblocking_point_to_point():
+    assert run_ranks(tutorial_nonblocking_p2p, 2) == {0: 1.0, 1: 1.0}
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_tutorial_group_all_reduce(size):
+    out = run_ranks(tutorial_group_all_reduce, size)
+    # Ranks 0 and 1 sum their ones; rank 2 is not in the group, and torch
+    # makes the call a no-op for it.
+    assert out[0] == 2.0 and out[1] == 2.0
+    if size == 3:
+        assert out[2] == 1.0
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_tutorial_ring_all_reduce(size):
+    expected = [float(sum(range(1, size + 1)))] * 5
+    assert run_ranks(tutorial_ring_all_reduce, size) == {r: expected for r in range(size)}
+
+
+# Every collective, checked against values computed from the ranks.
+
+
+def every_collective(rank, size):
+    checks = {}
+    t = torch.arange(4, dtype=torch.float32) + rank
+    dist.all_reduce(t)
+    checks["all_reduce"] = t.tolist()
+    m = torch.tensor([rank + 1], dtype=torch.int64)
+    dist.all_reduce(m, op=dist.ReduceOp.MAX)
+    checks["all_reduce_max"] = m.item()
+    p = torch.tensor([rank + 2.0], dtype=torch.float64)
+    dist.all_reduce(p, op=dist.ReduceOp.PRODUCT)
+    checks["all_reduce_product"] = p.item()
+    b = torch.full((3,), float(rank))
+    dist.broadcast(b, src=size - 1)
+    checks["broadcast"] = b.tolist()
+    r = torch.tensor([float(rank)])
+    dist.reduce(r, dst=0)
+    checks["reduce"] = r.item() if rank == 0 else None
+    gathered = [torch.zeros(2) for _ in range(size)]
+    dist.all_gather(gathered, torch.tensor([rank, 10.0 * rank]))
+    checks["all_gather"] = [g.tolist() for g in gathered]
+    flat = torch.zeros(2 * size, dtype=torch.int32)
+    dist.all_gather_into_tensor(flat, torch.tensor([rank, rank], dtype=torch.int32))
+    checks["all_gather_into_tensor"] = flat.tolist()
+    glist = [torch.zeros(1) for _ in range(size)] if rank == 0 else None
+    dist.gather(torch.tensor([rank * 3.0]), gather_list=glist, dst=0)
+    checks["gather"] = [g.item() for g in glist] if rank == 0 else None
+    s = torch.zeros(1)
+    dist.scatter(s, scatter_list=[torch.tensor([q * 5.0]) for q in range(size)] if rank == 0 else None, src=0)
+    checks["scatter"] = s.item()
+    rs = torch.zeros(2)
+    dist.reduce_scatter(rs, [torch.full((2,), float(rank * size + q)) for q in range(size)])
+    checks["reduce_scatter"] = rs.tolist()
+    rst = torch.zeros(1)
+    dist.reduce_scatter_tensor(rst, torch.arange(size, dtype=torch.float32) * (rank + 1))
+    checks["reduce_scatter_tensor"] = rst.item()
+    a2a_out = torch.zeros(size)
+    dist.all_to_all_single(a2a_out, torch.arange(size, dtype=torch.float32) + 100 * rank)
+    checks["all_to_all_single"] = a2a_out.tolist()
+    outs = [torch.zeros(1) for _ in range(size)]
+    dist.all_to_all(outs, [torch.tensor([rank * 10.0 + q]) for q in range(size)])
+    checks["all_to_all"] = [o.item() for o in outs]
+    work = dist.all_reduce(torch.ones(8), async_op=True)
+    work.wait()
+    fut = dist.all_reduce(torch.ones(2), async_op=True).get_future()
+    checks["future"] = fut.wait()[0].tolist()
+    dist.barrier()
+    # (torch's Python allows monitored_barrier on GLOO groups only.)
+    objs = [None] * size
+    dist.all_gather_object(objs, {"rank": rank, "name": "r" * (rank + 1)})
+    checks["all_gather_object"] = objs
+    return checks
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_every_collective_gives_the_values_computed_here(size):
+    out = run_ranks(every_collective, size)
+    n = size
+    total = n * (n - 1) / 2
+    for rank in range(n):
+        c = out[rank]
+        assert c["all_reduce"] == [k * n + total for k in range(4)]
+        assert c["all_reduce_max"] == n
+        prod = 1.0
+        for q in range(n):
+            prod *= q + 2
+        assert c["all_reduce_product"] == prod
+        assert c["broadcast"] == [float(n - 1)] * 3
+        assert c["all_gather"] == [[float(q), 10.0 * q] for q in range(n)]
+        assert c["all_gather_into_tensor"] == [q for q in range(n) for _ in range(2)]
+        assert c["scatter"] == rank * 5.0
+        assert c["reduce_scatter"] == [float(sum(q * n + rank for q in range(n)))] * 2
+        assert c["reduce_scatter_tensor"] == float(rank * sum(q + 1 for q in range(n)))
+        assert c["all_to_all_single"] == [float(q * 100 + rank) for q in range(n)]
+        assert c["all_to_all"] == [q * 10.0 + rank for q in range(n)]
+        assert c["future"] == [float(n)] * 2
+        assert c["all_gather_object"] == [{"rank": q, "name": "r" * (q + 1)} for q in range(n)]
+    assert out[0]["reduce"] == total
+    assert out[0]["gather"] == [q * 3.0 for q in range(n)]
+
+
+def complex_and_uint32_all_reduce(rank, size):
+    # torch itself turns a complex SUM into one over the real view.
+    c = torch.full((2,), complex(1, rank), dtype=torch.complex64)
+    dist.all_reduce(c)
+    try:
+        dist.all_reduce(torch.zeros(2, dtype=torch.uint32))
+    except RuntimeError as e:
+        return c.tolist(), str(e)
+    return c.tolist(), "accepted"
+
+
+def test_an_unsupported_dtype_raises_runtime_error_naming_it():
+    out = run_ranks(complex_and_uint32_all_reduce, 2)
+    for complex_sum, message in out.values():
+        assert complex_sum == [complex(2, 1)] * 2
+        assert "all_reduce's tensor has dtype UInt32" in message, message
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
