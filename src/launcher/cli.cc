@@ -1,6 +1,7 @@
 #include "launcher/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 
 #include "cohort/errors.h"
@@ -57,6 +58,38 @@ void finish(LaunchConfig& c, const std::string& nnodes, const std::string& nproc
 
 }  // namespace
 
+// The Python that runs a script: COHORT_PYTHON, else the one whose torch
+// this build found, else python3 on PATH.
+std::string python_executable() {
+  if (const char* env = std::getenv("COHORT_PYTHON"); env && *env) return env;
+#ifdef COHORT_PYTHON_EXECUTABLE
+  if (std::string(COHORT_PYTHON_EXECUTABLE).size() > 0) return COHORT_PYTHON_EXECUTABLE;
+#endif
+  return "python3";
+}
+
+// run_in_python puts the Python in front of the program when torchrun
+// would run it in Python and the user did not say --no-python: with -m,
+// with --run-path, or for a program whose name ends in .py. Any other
+// program runs as given (a compiled worker needs no --no-python here,
+// unlike under torchrun).
+void run_in_python(LaunchConfig& c, bool module, bool run_path, bool no_python) {
+  if (no_python) {
+    if (module || run_path) throw InvalidArgument("--no-python cannot be combined with -m/--module or --run-path");
+    return;
+  }
+  const std::string& first = c.program.front();
+  const bool script = first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0;
+  if (!module && !run_path && !script) return;
+  std::vector<std::string> command = {python_executable(), "-u"};
+  if (module) command.push_back("-m");
+  command.insert(command.end(), c.program.begin(), c.program.end());
+  c.program = std::move(command);
+#ifdef COHORT_PYTHON_PACKAGE_DIR
+  c.python_path = COHORT_PYTHON_PACKAGE_DIR;
+#endif
+}
+
 CliOutcome parse_command_line(int argc, char** argv) {
   CliOutcome out;
   LaunchConfig& c = out.config;
@@ -66,7 +99,7 @@ CliOutcome parse_command_line(int argc, char** argv) {
   app.prefix_command();
   std::string nnodes = "1:1", nproc = "1", redirects = "0", tee = "0", rdzv_conf, filter;
   double monitor_s = 0.1;
-  bool no_python = false;
+  bool no_python = false, module = false, run_path = false;
   app.add_option(names("--nnodes"), nnodes, "Number of nodes, or MIN:MAX for an elastic job");
   app.add_option(names("--nproc-per-node"), nproc, "Workers per node: a number, or auto (one per CPU)");
   app.add_option(names("--node-rank"), c.node_rank, "This node's rank (static rendezvous)");
@@ -86,13 +119,15 @@ CliOutcome parse_command_line(int argc, char** argv) {
   app.add_option("-t,--tee", tee, "Streams to send to files and the console: 0-3 or LR:V,...");
   app.add_option(names("--local-ranks-filter"), filter, "Local ranks whose output the console shows");
   app.add_option(names("--local-addr"), c.local_addr, "This node's address as other nodes reach it");
-  app.add_flag(names("--no-python"), no_python,
-               "Accepted for torchrun compatibility: programs always run as given");
+  app.add_flag(names("--no-python"), no_python, "Run the program as given, never in Python");
+  app.add_flag("-m," + names("--module"), module, "Run the program as a Python module (python -m)");
+  app.add_flag(names("--run-path"), run_path, "Run the program, a Python file, with Python whatever its name");
   try {
     app.parse(argc, argv);
     c.program = app.remaining();
     if (!c.program.empty() && c.program.front() == "--") c.program.erase(c.program.begin());
     finish(c, nnodes, nproc, redirects, tee, rdzv_conf, filter, monitor_s);
+    run_in_python(c, module, run_path, no_python);
   } catch (const CLI::CallForHelp& e) {
     out.exit_code = app.exit(e);
     return out;

@@ -45,6 +45,9 @@ struct LaunchConfig {
   std::optional<std::set<int>> local_ranks_filter;
   std::string local_addr;
   std::vector<std::string> program;  // the program and its arguments
+  // Where the program runs in Python: a folder put in front of the
+  // workers' PYTHONPATH (the cohort_torch package of this build).
+  std::string python_path;
 };
 
 // parse_nnodes reads "N" or "MIN:MAX"; throws InvalidArgument.
