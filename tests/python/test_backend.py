@@ -334,5 +334,83 @@ def test_torch_training_over_cohort_equals_over_gloo(training):
     assert any(not torch.equal(torch.tensor(a), s) for a, s in zip(over_cohort[0], start))
 
 
+def hsdp_training(rank, size):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    # 2 x 2: replicate across the first dimension, shard across the second
+    # (DeviceMesh makes a subgroup per row and per column: cohort groups).
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    model = _model()
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = _batch(rank, step)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return [p.full_tensor().detach().tolist() for p in model.parameters()]
+
+
+def tensor_parallel_mlp(rank, size):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (size,))
+    model = _model()
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    x, y = _batch(0, 0)  # every rank the same batch, as tensor parallelism needs
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.item(), [p.grad.full_tensor().tolist() for p in model.parameters()]
+
+
+def dtensor_redistribute(rank, size):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (size,))
+    full = torch.arange(6 * 5, dtype=torch.float32).reshape(6, 5)  # 6 rows: uneven over 4 ranks
+    placements = [Shard(0), Shard(1), Replicate()]
+    seen = []
+    for a in placements:
+        for b in placements:
+            d = distribute_tensor(full, mesh, [a]).redistribute(mesh, [b])
+            seen.append(torch.equal(d.full_tensor(), full))
+    # Partial -> Replicate sums the ranks' parts (all_reduce); Partial ->
+    # Shard sums and scatters (reduce_scatter).
+    total = float(size * (size + 1) // 2)
+    part = DTensor.from_local(torch.full((4 * size,), float(rank + 1)), mesh, [Partial()])
+    seen.append(part.redistribute(mesh, [Replicate()]).to_local().tolist() == [total] * (4 * size))
+    seen.append(part.redistribute(mesh, [Shard(0)]).to_local().tolist() == [total] * 4)
+    return seen
+
+
+def test_hsdp_on_a_two_by_two_mesh_over_cohort_equals_over_gloo():
+    over_cohort = run_ranks(hsdp_training, 4, backend="cohort")
+    over_gloo = run_ranks(hsdp_training, 4, backend="gloo")
+    for rank in range(4):
+        for a, b in zip(over_cohort[rank], over_gloo[rank]):
+            torch.testing.assert_close(torch.tensor(a), torch.tensor(b), rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_parallel_mlp_matches_the_single_process_model():
+    model = _model()
+    x, y = _batch(0, 0)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    expected = [p.grad for p in model.parameters()]
+    for rank, (tp_loss, grads) in run_ranks(tensor_parallel_mlp, 2).items():
+        assert abs(tp_loss - loss.item()) < 1e-5, (rank, tp_loss, loss.item())
+        for g, e in zip(grads, expected):
+            torch.testing.assert_close(torch.tensor(g), e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_dtensor_redistributes_between_every_placement_pair(size):
+    for rank, seen in run_ranks(dtensor_redistribute, size).items():
+        assert all(seen), (rank, seen)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
