@@ -412,5 +412,33 @@ def test_dtensor_redistributes_between_every_placement_pair(size):
         assert all(seen), (rank, seen)
 
 
+def pipeline_two_stages(rank, size):
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    full = _model()
+    stage_module = torch.nn.Sequential(full[0], full[1]) if rank == 0 else torch.nn.Sequential(full[2])
+    stage = PipelineStage(stage_module, rank, size, torch.device("cpu"))
+    schedule = ScheduleGPipe(stage, n_microbatches=4, loss_fn=torch.nn.functional.cross_entropy)
+    x, y = _batch(0, 0)
+    losses = []
+    if rank == 0:
+        schedule.step(x)
+    else:
+        schedule.step(target=y, losses=losses)
+    return [p.grad.tolist() for p in stage_module.parameters()], [loss.item() for loss in losses]
+
+
+def test_a_two_stage_gpipe_schedule_over_cohort_equals_over_gloo():
+    over_cohort = run_ranks(pipeline_two_stages, 2, backend="cohort")
+    over_gloo = run_ranks(pipeline_two_stages, 2, backend="gloo")
+    assert len(over_cohort[1][1]) == 4  # a loss per microbatch, on the last stage
+    for rank in range(2):
+        grads_c, losses_c = over_cohort[rank]
+        grads_g, losses_g = over_gloo[rank]
+        assert losses_c == pytest.approx(losses_g, rel=1e-6)
+        for a, b in zip(grads_c, grads_g):
+            torch.testing.assert_close(torch.tensor(a), torch.tensor(b), rtol=1e-6, atol=1e-7)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
