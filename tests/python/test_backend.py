@@ -245,6 +245,38 @@ def test_an_unsupported_dtype_raises_runtime_error_naming_it():
         assert "all_reduce's tensor has dtype UInt32" in message, message
 
 
+# torch's Work API on cohort's Works.
+
+
+def work_api(rank, size):
+    checks = {}
+    t = torch.full((4,), float(rank))
+    work = dist.all_reduce(t, async_op=True)
+    checks["wait"] = work.wait()
+    checks["completed"] = work.is_completed()
+    checks["success"] = work.is_success()
+    checks["exception"] = work.exception()
+    checks["result"] = [r.tolist() for r in work.result()]
+    if rank == 0:
+        # A receive from any source: torch asks the backend's recvAnysource
+        # and returns the sender's rank.
+        got = torch.zeros(1)
+        senders = sorted(dist.recv(got) for _ in range(size - 1))
+        checks["senders"] = senders
+    else:
+        dist.send(torch.tensor([float(rank)]), dst=0)
+    return checks
+
+
+def test_work_reports_completion_success_result_and_the_source_of_an_any_source_recv():
+    out = run_ranks(work_api, 3)
+    for rank, c in out.items():
+        assert c["wait"] is True and c["completed"] and c["success"], c
+        assert c["exception"] is None
+        assert c["result"] == [[3.0] * 4]
+    assert out[0]["senders"] == [1, 2]
+
+
 # A dead peer: every survivor's call raises, naming the rank that died.
 
 

@@ -46,5 +46,26 @@ def test_no_python_runs_the_file_as_given():
     assert "tutorial_under_launcher.py" in r.stdout + r.stderr
 
 
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python")
+
+
+def first_and_last_loss(stdout):
+    losses = [float(v) for v in re.findall(r"step \d+: (?:mean )?loss(?: over \d ranks)? ([\d.]+)", stdout)]
+    assert len(losses) == 2, stdout
+    return losses
+
+
+@pytest.mark.skipif(not os.path.exists(COHORTRUN), reason="cohortrun is not built")
+@pytest.mark.parametrize("example", ["ddp.py", "fsdp2.py"])
+def test_the_python_examples_train_under_cohortrun(example):
+    r = cohortrun(os.path.join(EXAMPLES, example))
+    assert r.returncode == 0, r.stdout + r.stderr
+    first, last = first_and_last_loss(r.stdout)
+    assert last < 0.7 * first, r.stdout
+    if example == "fsdp2.py":
+        held = re.search(r"rank 0 holds (\d+) of (\d+) parameters", r.stdout)
+        assert held and int(held.group(1)) < int(held.group(2)), r.stdout
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
