@@ -3,10 +3,12 @@
 // torch._C._distributed_c10d.Backend. Thin: the logic is in
 // c10d_backend.cc and the C++ layers under it.
 #include <pybind11/chrono.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/python.h>
 
 #include "c10d_backend.h"
+#include "tcp_store.h"
 
 namespace py = pybind11;
 
@@ -25,4 +27,29 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("group_name") = "0",
            // Joining blocks until every rank has: other Python threads run on.
            py::call_guard<py::gil_scoped_release>());
+
+  py::class_<cohort_torch::TorchTcpStore, c10d::Store, c10::intrusive_ptr<cohort_torch::TorchTcpStore>>(
+      m, "TCPStore",
+      "cohort's TcpStore as a torch.distributed Store, with torch.distributed.TCPStore's first arguments: "
+      "one event-loop server for thousands of clients, HMAC authentication when COHORT_STORE_TOKEN is set, "
+      "set() that returns once the server stored the key.")
+      .def(py::init([](const std::string& host_name, int port, std::optional<int> world_size, bool is_master,
+                       std::chrono::milliseconds timeout, bool wait_for_workers) {
+             if (port < 0 || port > 65535) {
+               throw std::invalid_argument("cohort_torch.TCPStore: port " + std::to_string(port) +
+                                           " is out of range (0-65535)");
+             }
+             cohort::TcpStoreOptions options;
+             options.port = static_cast<uint16_t>(port);
+             options.is_server = is_master;
+             options.num_workers = world_size;
+             options.wait_for_workers = wait_for_workers && world_size.has_value();
+             options.timeout = timeout;
+             return c10::make_intrusive<cohort_torch::TorchTcpStore>(host_name, options);
+           }),
+           py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(), py::arg("is_master") = false,
+           py::arg("timeout") = std::chrono::milliseconds(300000), py::arg("wait_for_workers") = true,
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("host", &cohort_torch::TorchTcpStore::host)
+      .def_property_readonly("port", &cohort_torch::TorchTcpStore::port);
 }

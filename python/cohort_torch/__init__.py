@@ -14,9 +14,9 @@ between ranks on one host, TCP between hosts.
 
 import torch.distributed as _dist
 
-from ._C import ProcessGroupCohort
+from ._C import ProcessGroupCohort, TCPStore
 
-__all__ = ["ProcessGroupCohort"]
+__all__ = ["ProcessGroupCohort", "TCPStore"]
 
 
 def _create_backend(dist_backend_opts, backend_options=None):
