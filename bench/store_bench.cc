@@ -298,7 +298,8 @@ int main(int argc, char** argv) {
   }
   cohort::raise_fd_limit();
   Implementation ours = cohort_impl(), theirs = torch_impl();
-  std::printf("| measurement | cohort | libtorch %s | cohort / libtorch |\n|---|---|---|---|\n", TORCH_VERSION);
+  std::printf("| measurement | cohort | libtorch %s | cohort / libtorch |\n|---|---|---|---|\n",
+              TORCH_VERSION);
   for (const char* op : {"set", "get", "add", "check"}) {
     if (!latency) break;
     double a = only == "libtorch" ? -1 : latency_us(ours, op, reps, ops);

@@ -101,8 +101,8 @@ class CohortWork : public c10d::Work {
 // finish wraps `works` for torch. An async call's tensors (`keep`) stay
 // alive until its Works complete, whatever torch's caller does with the
 // handle: the callback holds them.
-c10::intrusive_ptr<c10d::Work> finish(int rank, c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs,
-                                      std::vector<at::Tensor> keep) {
+c10::intrusive_ptr<c10d::Work> finish(int rank, c10d::OpType type, WorkList works,
+                                      std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep) {
   for (const auto& w : works) {
     if (!w->is_completed()) w->then([keep](cohort::Work&) {});
   }
@@ -136,21 +136,48 @@ Options options(std::chrono::milliseconds timeout, bool async_op) {
   return o;
 }
 
+// pairwise runs `one` (an async call) on each (output, input) pair of a
+// coalesced call, all in flight together; the Work ends with the last.
+template <class One>
+c10::intrusive_ptr<c10d::Work> pairwise(int rank, const std::string& op, std::vector<at::Tensor>& outputs,
+                                        std::vector<at::Tensor>& inputs, One&& one) {
+  if (outputs.size() != inputs.size()) {
+    throw InvalidArgument("cohort: " + op + "_coalesced has " + std::to_string(inputs.size()) +
+                          " inputs but " + std::to_string(outputs.size()) + " outputs");
+  }
+  const std::string out_name = op + "'s output", in_name = op + "'s input";
+  WorkList works;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    works.push_back(one(to_buffer(outputs[i], out_name.c_str()), to_buffer(inputs[i], in_name.c_str())));
+  }
+  std::vector<at::Tensor> keep(outputs);
+  keep.insert(keep.end(), inputs.begin(), inputs.end());
+  return finish(rank, c10d::OpType::COALESCED, std::move(works), outputs, std::move(keep));
+}
+
 cohort::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const char* what) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return cohort::ReduceOp::SUM;
-    case c10d::ReduceOp::AVG: return cohort::ReduceOp::AVG;
-    case c10d::ReduceOp::PRODUCT: return cohort::ReduceOp::PRODUCT;
-    case c10d::ReduceOp::MIN: return cohort::ReduceOp::MIN;
-    case c10d::ReduceOp::MAX: return cohort::ReduceOp::MAX;
-    case c10d::ReduceOp::BAND: return cohort::ReduceOp::BAND;
-    case c10d::ReduceOp::BOR: return cohort::ReduceOp::BOR;
-    case c10d::ReduceOp::BXOR: return cohort::ReduceOp::BXOR;
+    case c10d::ReduceOp::SUM:
+      return cohort::ReduceOp::SUM;
+    case c10d::ReduceOp::AVG:
+      return cohort::ReduceOp::AVG;
+    case c10d::ReduceOp::PRODUCT:
+      return cohort::ReduceOp::PRODUCT;
+    case c10d::ReduceOp::MIN:
+      return cohort::ReduceOp::MIN;
+    case c10d::ReduceOp::MAX:
+      return cohort::ReduceOp::MAX;
+    case c10d::ReduceOp::BAND:
+      return cohort::ReduceOp::BAND;
+    case c10d::ReduceOp::BOR:
+      return cohort::ReduceOp::BOR;
+    case c10d::ReduceOp::BXOR:
+      return cohort::ReduceOp::BXOR;
     case c10d::ReduceOp::PREMUL_SUM: {
       const auto* factor = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
       if (!factor) throw InvalidArgument(std::string("cohort: ") + what + ": PREMUL_SUM without its factor");
-      return cohort::ReduceOp::premul_sum(factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
-                                                                          : factor->double_factor);
+      return cohort::ReduceOp::premul_sum(
+          factor->tensor_factor.defined() ? factor->tensor_factor.item<double>() : factor->double_factor);
     }
     default:
       throw InvalidArgument(std::string("cohort: ") + what + ": unknown reduce op " +
@@ -186,13 +213,13 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>&
                 tensors, tensors);
 }
 
-c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                                                                  const c10d::AllreduceCoalescedOptions& opts) {
+c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   auto o = options<cohort::AllReduceOptions>(opts.timeout, opts.asyncOp);
   o.op = to_reduce_op(opts.reduceOp, "all_reduce_coalesced");
   return finish(rank_, c10d::OpType::ALLREDUCE_COALESCED,
-                {group_->all_reduce_coalesced(buffers_of(tensors, "all_reduce_coalesced's tensor"), o)}, tensors,
-                tensors);
+                {group_->all_reduce_coalesced(buffers_of(tensors, "all_reduce_coalesced's tensor"), o)},
+                tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -228,12 +255,12 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::_allgather_base(at::Tensor& output
                 {output}, {output, input});
 }
 
-c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
-                                                                  std::vector<at::Tensor>& inputs,
-                                                                  const c10d::AllgatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
   if (outputs.size() != inputs.size()) {
-    throw InvalidArgument("cohort: all_gather_coalesced has " + std::to_string(inputs.size()) + " inputs but " +
-                          std::to_string(outputs.size()) + " output lists");
+    throw InvalidArgument("cohort: all_gather_coalesced has " + std::to_string(inputs.size()) +
+                          " inputs but " + std::to_string(outputs.size()) + " output lists");
   }
   // One async all_gather per input, all in flight together; the Work ends
   // with the last.
@@ -249,22 +276,13 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(std::vector<st
   return finish(rank_, c10d::OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat), std::move(keep));
 }
 
-c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
-                                                                              std::vector<at::Tensor>& inputs,
-                                                                              const c10d::AllgatherOptions& opts) {
-  if (outputs.size() != inputs.size()) {
-    throw InvalidArgument("cohort: all_gather_into_tensor_coalesced has " + std::to_string(inputs.size()) +
-                          " inputs but " + std::to_string(outputs.size()) + " outputs");
-  }
+c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
-  WorkList works;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    works.push_back(group_->all_gather_into_tensor(to_buffer(outputs[i], "all_gather_into_tensor's output"),
-                                                   to_buffer(inputs[i], "all_gather_into_tensor's input"), o));
-  }
-  std::vector<at::Tensor> keep(outputs);
-  keep.insert(keep.end(), inputs.begin(), inputs.end());
-  return finish(rank_, c10d::OpType::COALESCED, std::move(works), outputs, std::move(keep));
+  return pairwise(rank_, "all_gather_into_tensor", outputs, inputs,
+                  [&](const cohort::Buffer& out, const cohort::Buffer& in) {
+                    return group_->all_gather_into_tensor(out, in, o);
+                  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -281,8 +299,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::gather(std::vector<std::vector<at:
   std::vector<at::Tensor> keep(list);
   keep.push_back(input);
   return finish(rank_, c10d::OpType::GATHER,
-                {group_->gather(buffers_of(list, "gather's output"), to_buffer(input, "gather's input"), o)}, list,
-                std::move(keep));
+                {group_->gather(buffers_of(list, "gather's output"), to_buffer(input, "gather's input"), o)},
+                list, std::move(keep));
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -298,9 +316,10 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::scatter(std::vector<at::Tensor>& o
   }
   std::vector<at::Tensor> keep(list);
   keep.push_back(output);
-  return finish(rank_, c10d::OpType::SCATTER,
-                {group_->scatter(to_buffer(output, "scatter's output"), buffers_of(list, "scatter's input"), o)},
-                outputs, std::move(keep));
+  return finish(
+      rank_, c10d::OpType::SCATTER,
+      {group_->scatter(to_buffer(output, "scatter's output"), buffers_of(list, "scatter's input"), o)},
+      outputs, std::move(keep));
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -329,21 +348,14 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::_reduce_scatter_base(at::Tensor& o
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter_tensor_coalesced(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
-  if (outputs.size() != inputs.size()) {
-    throw InvalidArgument("cohort: reduce_scatter_tensor_coalesced has " + std::to_string(inputs.size()) +
-                          " inputs but " + std::to_string(outputs.size()) + " outputs");
-  }
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
   auto o = options<cohort::ReduceScatterOptions>(opts.timeout, true);
   o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
-  WorkList works;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    works.push_back(group_->reduce_scatter_tensor(to_buffer(outputs[i], "reduce_scatter_tensor's output"),
-                                                  to_buffer(inputs[i], "reduce_scatter_tensor's input"), o));
-  }
-  std::vector<at::Tensor> keep(outputs);
-  keep.insert(keep.end(), inputs.begin(), inputs.end());
-  return finish(rank_, c10d::OpType::COALESCED, std::move(works), outputs, std::move(keep));
+  return pairwise(rank_, "reduce_scatter_tensor", outputs, inputs,
+                  [&](const cohort::Buffer& out, const cohort::Buffer& in) {
+                    return group_->reduce_scatter_tensor(out, in, o);
+                  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -384,7 +396,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::recv(std::vector<at::Tensor>& tens
 c10::intrusive_ptr<c10d::Work> CohortBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   at::Tensor& t = only(tensors, "recv");
   return finish(rank_, c10d::OpType::RECVANYSOURCE,
-                {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors, tensors);
+                {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors,
+                tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::barrier(const c10d::BarrierOptions& opts) {
@@ -396,8 +409,12 @@ void CohortBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait
   group_->monitored_barrier(options<cohort::BarrierOptions>(opts.timeout, false), wait_all_ranks);
 }
 
-void CohortBackend::abort() { group_->abort("torch called abort() on the backend"); }
+void CohortBackend::abort() {
+  group_->abort("torch called abort() on the backend");
+}
 
-void CohortBackend::shutdown() { group_->abort("torch shut the backend down"); }
+void CohortBackend::shutdown() {
+  group_->abort("torch shut the backend down");
+}
 
 }  // namespace cohort_torch

@@ -4,8 +4,8 @@
 // c10d_backend.cc and the C++ layers under it.
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/python.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "c10d_backend.h"
 #include "tcp_store.h"
@@ -24,7 +24,8 @@ PYBIND11_MODULE(_C, m) {
                        std::chrono::milliseconds timeout, const std::string& group_name) {
              return c10::make_intrusive<cohort_torch::CohortBackend>(store, rank, size, timeout, group_name);
            }),
-           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("group_name") = "0",
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::arg("group_name") = "0",
            // Joining blocks until every rank has: other Python threads run on.
            py::call_guard<py::gil_scoped_release>());
 
@@ -47,9 +48,9 @@ PYBIND11_MODULE(_C, m) {
              options.timeout = timeout;
              return c10::make_intrusive<cohort_torch::TorchTcpStore>(host_name, options);
            }),
-           py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(), py::arg("is_master") = false,
-           py::arg("timeout") = std::chrono::milliseconds(300000), py::arg("wait_for_workers") = true,
-           py::call_guard<py::gil_scoped_release>())
+           py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(),
+           py::arg("is_master") = false, py::arg("timeout") = std::chrono::milliseconds(300000),
+           py::arg("wait_for_workers") = true, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("host", &cohort_torch::TorchTcpStore::host)
       .def_property_readonly("port", &cohort_torch::TorchTcpStore::port);
 }

@@ -84,9 +84,13 @@ void StoreAdapter::multi_set(const std::vector<std::string>& keys, const std::ve
   forward("multi_set", key_list(keys), [&] { store_->multiSet(keys, values); });
 }
 
-std::chrono::milliseconds StoreAdapter::timeout() const { return store_->getTimeout(); }
+std::chrono::milliseconds StoreAdapter::timeout() const {
+  return store_->getTimeout();
+}
 
-void StoreAdapter::set_timeout(std::chrono::milliseconds timeout) { store_->setTimeout(timeout); }
+void StoreAdapter::set_timeout(std::chrono::milliseconds timeout) {
+  store_->setTimeout(timeout);
+}
 
 std::string master_host_of(const c10::intrusive_ptr<c10d::Store>& store) {
   c10::intrusive_ptr<c10d::Store> s = store;

@@ -66,7 +66,9 @@ int64_t TorchTcpStore::getNumKeys() {
   return call([&] { return store_->num_keys(); });
 }
 
-void TorchTcpStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+void TorchTcpStore::wait(const std::vector<std::string>& keys) {
+  wait(keys, timeout_);
+}
 
 void TorchTcpStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
   call([&] { store_->wait(keys, timeout); });
@@ -85,7 +87,8 @@ std::vector<std::vector<uint8_t>> TorchTcpStore::multiGet(const std::vector<std:
   return call([&] { return store_->multi_get(keys); });
 }
 
-void TorchTcpStore::multiSet(const std::vector<std::string>& keys, const std::vector<std::vector<uint8_t>>& values) {
+void TorchTcpStore::multiSet(const std::vector<std::string>& keys,
+                             const std::vector<std::vector<uint8_t>>& values) {
   call([&] { store_->multi_set(keys, values); });
 }
 

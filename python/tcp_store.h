@@ -34,7 +34,8 @@ class TorchTcpStore : public c10d::Store {
   void setTimeout(const std::chrono::milliseconds& timeout) override;
   void append(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<std::vector<uint8_t>> multiGet(const std::vector<std::string>& keys) override;
-  void multiSet(const std::vector<std::string>& keys, const std::vector<std::vector<uint8_t>>& values) override;
+  void multiSet(const std::vector<std::string>& keys,
+                const std::vector<std::vector<uint8_t>>& values) override;
   bool hasExtendedApi() const override { return true; }
 
   const std::string& host() const { return store_->host(); }

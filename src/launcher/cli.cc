@@ -75,7 +75,8 @@ std::string python_executable() {
 // unlike under torchrun).
 void run_in_python(LaunchConfig& c, bool module, bool run_path, bool no_python) {
   if (no_python) {
-    if (module || run_path) throw InvalidArgument("--no-python cannot be combined with -m/--module or --run-path");
+    if (module || run_path)
+      throw InvalidArgument("--no-python cannot be combined with -m/--module or --run-path");
     return;
   }
   const std::string& first = c.program.front();
@@ -121,7 +122,8 @@ CliOutcome parse_command_line(int argc, char** argv) {
   app.add_option(names("--local-addr"), c.local_addr, "This node's address as other nodes reach it");
   app.add_flag(names("--no-python"), no_python, "Run the program as given, never in Python");
   app.add_flag("-m," + names("--module"), module, "Run the program as a Python module (python -m)");
-  app.add_flag(names("--run-path"), run_path, "Run the program, a Python file, with Python whatever its name");
+  app.add_flag(names("--run-path"), run_path,
+               "Run the program, a Python file, with Python whatever its name");
   try {
     app.parse(argc, argv);
     c.program = app.remaining();

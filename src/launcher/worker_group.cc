@@ -103,7 +103,8 @@ std::vector<std::string> worker_environment(const LaunchConfig& config, const Ro
   // A Python worker finds this build's cohort_torch before any other.
   if (!config.python_path.empty()) {
     auto old = vars.find("PYTHONPATH");
-    set("PYTHONPATH", config.python_path + (old != vars.end() && !old->second.empty() ? ":" + old->second : ""));
+    set("PYTHONPATH",
+        config.python_path + (old != vars.end() && !old->second.empty() ? ":" + old->second : ""));
   }
   // As torchrun: one thread per worker unless the user chose otherwise.
   if (!vars.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", "1");

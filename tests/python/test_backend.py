@@ -322,15 +322,21 @@ def _batch(rank, step):
     return torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
 
 
-def ddp_training(rank, size):
-    model = torch.nn.parallel.DistributedDataParallel(_model())
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    for step in range(5):
+def _train(model, rank, steps, momentum=0.9):
+    """SGD steps on this rank's batches; the parameters as full lists (a
+    tensor sent back would outlive its process's shared memory)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=momentum)
+    for step in range(steps):
         x, y = _batch(rank, step)
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    return [p.detach().tolist() for p in model.parameters()]  # lists: a tensor would outlive its process
+    full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.parameters()]
+    return [p.detach().tolist() for p in full]
+
+
+def ddp_training(rank, size):
+    return _train(torch.nn.parallel.DistributedDataParallel(_model()), rank, 5)
 
 
 def fsdp_training(rank, size):
@@ -343,13 +349,7 @@ def fsdp_training(rank, size):
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    for step in range(5):
-        x, y = _batch(rank, step)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    return [p.full_tensor().detach().tolist() for p in model.parameters()]
+    return _train(model, rank, 5)
 
 
 @pytest.mark.parametrize("training", [ddp_training, fsdp_training], ids=["ddp", "fully_shard"])
@@ -375,13 +375,7 @@ def hsdp_training(rank, size):
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
     model = _model()
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in range(3):
-        x, y = _batch(rank, step)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    return [p.full_tensor().detach().tolist() for p in model.parameters()]
+    return _train(model, rank, 3, momentum=0.0)
 
 
 def tensor_parallel_mlp(rank, size):

@@ -70,7 +70,8 @@ TEST(TensorCollectives, RejectWhatTheyCannotSendByName) {
 // Python's torch package, so the comparison never lacks a reference.
 std::vector<std::vector<int64_t>> torch_sampler_lines() {
   const std::string cmd =
-      "\"" COHORT_PYTHON_EXECUTABLE "\" -c \"import torch.utils.data.distributed as d\n"
+      "\"" COHORT_PYTHON_EXECUTABLE
+      "\" -c \"import torch.utils.data.distributed as d\n"
       "for sh in (True, False):\n"
       " for dl in (False, True):\n"
       "  for r in range(3):\n"
@@ -94,7 +95,8 @@ std::vector<std::vector<int64_t>> torch_sampler_lines() {
 
 TEST(DistributedSampler, YieldsTheIndicesTorchsSamplerYields) {
   const auto expected = torch_sampler_lines();
-  ASSERT_FALSE(expected.empty()) << COHORT_PYTHON_EXECUTABLE << " printed no indices: is its torch importable?";
+  ASSERT_FALSE(expected.empty()) << COHORT_PYTHON_EXECUTABLE
+                                 << " printed no indices: is its torch importable?";
   ASSERT_EQ(expected.size(), 12u);
   size_t line = 0;
   for (bool shuffle : {true, false}) {
