@@ -1,5 +1,6 @@
 #include "c10d_backend.h"
 
+#include <ATen/Functions.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -98,16 +99,6 @@ class CohortWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// finish wraps `works` for torch. An async call's tensors (`keep`) stay
-// alive until its Works complete, whatever torch's caller does with the
-// handle: the callback holds them.
-c10::intrusive_ptr<c10d::Work> finish(int rank, c10d::OpType type, WorkList works,
-                                      std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep) {
-  for (const auto& w : works) {
-    if (!w->is_completed()) w->then([keep](cohort::Work&) {});
-  }
-  return c10::make_intrusive<CohortWork>(rank, type, std::move(works), std::move(outputs));
-}
 
 // only is the one tensor of a per-device list: cohort runs one device's
 // tensor per call, as torch 2.x's own callers pass.
@@ -134,25 +125,6 @@ Options options(std::chrono::milliseconds timeout, bool async_op) {
   o.timeout = timeout.count() > 0 ? timeout : std::chrono::milliseconds(0);
   o.async_op = async_op;
   return o;
-}
-
-// pairwise runs `one` (an async call) on each (output, input) pair of a
-// coalesced call, all in flight together; the Work ends with the last.
-template <class One>
-c10::intrusive_ptr<c10d::Work> pairwise(int rank, const std::string& op, std::vector<at::Tensor>& outputs,
-                                        std::vector<at::Tensor>& inputs, One&& one) {
-  if (outputs.size() != inputs.size()) {
-    throw InvalidArgument("cohort: " + op + "_coalesced has " + std::to_string(inputs.size()) +
-                          " inputs but " + std::to_string(outputs.size()) + " outputs");
-  }
-  const std::string out_name = op + "'s output", in_name = op + "'s input";
-  WorkList works;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    works.push_back(one(to_buffer(outputs[i], out_name.c_str()), to_buffer(inputs[i], in_name.c_str())));
-  }
-  std::vector<at::Tensor> keep(outputs);
-  keep.insert(keep.end(), inputs.begin(), inputs.end());
-  return finish(rank, c10d::OpType::COALESCED, std::move(works), outputs, std::move(keep));
 }
 
 cohort::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const char* what) {
@@ -187,6 +159,59 @@ cohort::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const char* what) {
 
 }  // namespace
 
+c10::intrusive_ptr<c10d::Work> CohortBackend::finish(c10d::OpType type, WorkList works,
+                                                     std::vector<at::Tensor> outputs,
+                                                     std::vector<at::Tensor> keep) {
+  // An async call's tensors (`keep`) stay alive until its Works complete,
+  // whatever torch's caller does with the handle: the callback holds them.
+  for (const auto& w : works) {
+    if (!w->is_completed()) w->then([keep](cohort::Work&) {});
+  }
+  if (coalescing_) {
+    coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
+    coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
+  }
+  return c10::make_intrusive<CohortWork>(rank_, type, std::move(works), std::move(outputs));
+}
+
+template <class One>
+c10::intrusive_ptr<c10d::Work> CohortBackend::pairwise(const std::string& op, std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs, One&& one) {
+  if (outputs.size() != inputs.size()) {
+    throw InvalidArgument("cohort: " + op + "_coalesced has " + std::to_string(inputs.size()) +
+                          " inputs but " + std::to_string(outputs.size()) + " outputs");
+  }
+  const std::string out_name = op + "'s output", in_name = op + "'s input";
+  WorkList works;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    works.push_back(one(to_buffer(outputs[i], out_name.c_str()), to_buffer(inputs[i], in_name.c_str())));
+  }
+  std::vector<at::Tensor> keep(outputs);
+  keep.insert(keep.end(), inputs.begin(), inputs.end());
+  return finish(c10d::OpType::COALESCED, std::move(works), outputs, std::move(keep));
+}
+
+void CohortBackend::startCoalescing() {
+  if (coalescing_) {
+    throw InvalidArgument("cohort: startCoalescing while group " + group_->name() +
+                          " is already coalescing (endCoalescing was not called)");
+  }
+  coalescing_ = true;
+}
+
+c10::intrusive_ptr<c10d::Work> CohortBackend::endCoalescing() {
+  if (!coalescing_) {
+    throw InvalidArgument("cohort: endCoalescing without startCoalescing on group " + group_->name());
+  }
+  coalescing_ = false;
+  WorkList works = std::move(coalesced_works_);
+  std::vector<at::Tensor> outputs = std::move(coalesced_outputs_);
+  coalesced_works_.clear();
+  coalesced_outputs_.clear();
+  // The calls are in flight already; this Work ends with the last of them.
+  return c10::make_intrusive<CohortWork>(rank_, c10d::OpType::COALESCED, std::move(works), std::move(outputs));
+}
+
 CohortBackend::CohortBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                              std::chrono::milliseconds timeout, const std::string& group_name)
     : c10d::Backend(rank, size),
@@ -198,26 +223,26 @@ CohortBackend::~CohortBackend() = default;
 c10::intrusive_ptr<c10d::Work> CohortBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                         const c10d::BroadcastOptions& opts) {
   at::Tensor& t = only(tensors, "broadcast");
-  auto o = options<cohort::BroadcastOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::BroadcastOptions>(opts.timeout, async_op(opts.asyncOp));
   o.src = static_cast<int>(opts.rootRank);
-  return finish(rank_, c10d::OpType::BROADCAST, {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)},
+  return finish(c10d::OpType::BROADCAST, {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)},
                 tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
   at::Tensor& t = only(tensors, "all_reduce");
-  auto o = options<cohort::AllReduceOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "all_reduce");
-  return finish(rank_, c10d::OpType::ALLREDUCE, {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)},
+  return finish(c10d::OpType::ALLREDUCE, {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)},
                 tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  auto o = options<cohort::AllReduceOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "all_reduce_coalesced");
-  return finish(rank_, c10d::OpType::ALLREDUCE_COALESCED,
+  return finish(c10d::OpType::ALLREDUCE_COALESCED,
                 {group_->all_reduce_coalesced(buffers_of(tensors, "all_reduce_coalesced's tensor"), o)},
                 tensors, tensors);
 }
@@ -225,10 +250,10 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::ReduceOptions& opts) {
   at::Tensor& t = only(tensors, "reduce");
-  auto o = options<cohort::ReduceOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::ReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.dst = static_cast<int>(opts.rootRank);
   o.op = to_reduce_op(opts.reduceOp, "reduce");
-  return finish(rank_, c10d::OpType::REDUCE, {group_->reduce(to_buffer(t, "reduce's tensor"), o)}, tensors,
+  return finish(c10d::OpType::REDUCE, {group_->reduce(to_buffer(t, "reduce's tensor"), o)}, tensors,
                 tensors);
 }
 
@@ -237,10 +262,10 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allgather(std::vector<std::vector<
                                                         const c10d::AllgatherOptions& opts) {
   at::Tensor& input = only(inputs, "all_gather");
   if (outputs.size() != 1) throw InvalidArgument("cohort: all_gather takes one output list per call");
-  auto o = options<cohort::AllGatherOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::AllGatherOptions>(opts.timeout, async_op(opts.asyncOp));
   std::vector<at::Tensor> keep = outputs.front();
   keep.push_back(input);
-  return finish(rank_, c10d::OpType::ALLGATHER,
+  return finish(c10d::OpType::ALLGATHER,
                 {group_->all_gather(buffers_of(outputs.front(), "all_gather's output"),
                                     to_buffer(input, "all_gather's input"), o)},
                 outputs.front(), std::move(keep));
@@ -248,8 +273,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allgather(std::vector<std::vector<
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
-  auto o = options<cohort::AllGatherOptions>(opts.timeout, opts.asyncOp);
-  return finish(rank_, c10d::OpType::_ALLGATHER_BASE,
+  auto o = options<cohort::AllGatherOptions>(opts.timeout, async_op(opts.asyncOp));
+  return finish(c10d::OpType::_ALLGATHER_BASE,
                 {group_->all_gather_into_tensor(to_buffer(output, "all_gather_into_tensor's output"),
                                                 to_buffer(input, "all_gather_into_tensor's input"), o)},
                 {output}, {output, input});
@@ -273,13 +298,13 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(
     flat.insert(flat.end(), outputs[i].begin(), outputs[i].end());
   }
   keep.insert(keep.end(), flat.begin(), flat.end());
-  return finish(rank_, c10d::OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat), std::move(keep));
+  return finish(c10d::OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat), std::move(keep));
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
-  return pairwise(rank_, "all_gather_into_tensor", outputs, inputs,
+  return pairwise("all_gather_into_tensor", outputs, inputs,
                   [&](const cohort::Buffer& out, const cohort::Buffer& in) {
                     return group_->all_gather_into_tensor(out, in, o);
                   });
@@ -289,7 +314,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::gather(std::vector<std::vector<at:
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::GatherOptions& opts) {
   at::Tensor& input = only(inputs, "gather");
-  auto o = options<cohort::GatherOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::GatherOptions>(opts.timeout, async_op(opts.asyncOp));
   o.dst = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> list;
   if (getRank() == o.dst) {
@@ -298,7 +323,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::gather(std::vector<std::vector<at:
   }
   std::vector<at::Tensor> keep(list);
   keep.push_back(input);
-  return finish(rank_, c10d::OpType::GATHER,
+  return finish(c10d::OpType::GATHER,
                 {group_->gather(buffers_of(list, "gather's output"), to_buffer(input, "gather's input"), o)},
                 list, std::move(keep));
 }
@@ -307,7 +332,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::scatter(std::vector<at::Tensor>& o
                                                       std::vector<std::vector<at::Tensor>>& inputs,
                                                       const c10d::ScatterOptions& opts) {
   at::Tensor& output = only(outputs, "scatter");
-  auto o = options<cohort::ScatterOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::ScatterOptions>(opts.timeout, async_op(opts.asyncOp));
   o.src = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> list;
   if (getRank() == o.src) {
@@ -317,7 +342,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::scatter(std::vector<at::Tensor>& o
   std::vector<at::Tensor> keep(list);
   keep.push_back(output);
   return finish(
-      rank_, c10d::OpType::SCATTER,
+      c10d::OpType::SCATTER,
       {group_->scatter(to_buffer(output, "scatter's output"), buffers_of(list, "scatter's input"), o)},
       outputs, std::move(keep));
 }
@@ -327,11 +352,11 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter(std::vector<at::Ten
                                                              const c10d::ReduceScatterOptions& opts) {
   at::Tensor& output = only(outputs, "reduce_scatter");
   if (inputs.size() != 1) throw InvalidArgument("cohort: reduce_scatter takes one input list per call");
-  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "reduce_scatter");
   std::vector<at::Tensor> keep(inputs.front());
   keep.push_back(output);
-  return finish(rank_, c10d::OpType::REDUCE_SCATTER,
+  return finish(c10d::OpType::REDUCE_SCATTER,
                 {group_->reduce_scatter(to_buffer(output, "reduce_scatter's output"),
                                         buffers_of(inputs.front(), "reduce_scatter's input"), o)},
                 outputs, std::move(keep));
@@ -339,9 +364,9 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter(std::vector<at::Ten
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                    const c10d::ReduceScatterOptions& opts) {
-  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor");
-  return finish(rank_, c10d::OpType::_REDUCE_SCATTER_BASE,
+  return finish(c10d::OpType::_REDUCE_SCATTER_BASE,
                 {group_->reduce_scatter_tensor(to_buffer(output, "reduce_scatter_tensor's output"),
                                                to_buffer(input, "reduce_scatter_tensor's input"), o)},
                 {output}, {output, input});
@@ -352,7 +377,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter_tensor_coalesced(
     const c10d::ReduceScatterOptions& opts) {
   auto o = options<cohort::ReduceScatterOptions>(opts.timeout, true);
   o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
-  return pairwise(rank_, "reduce_scatter_tensor", outputs, inputs,
+  return pairwise("reduce_scatter_tensor", outputs, inputs,
                   [&](const cohort::Buffer& out, const cohort::Buffer& in) {
                     return group_->reduce_scatter_tensor(out, in, o);
                   });
@@ -365,17 +390,17 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall_base(at::Tensor& output, 
   // The tensor-level all_to_all_single turns torch's row counts into the
   // core's element counts and checks them.
   auto work = cohort::all_to_all_single(output, input, output_split_sizes, input_split_sizes, group_, true);
-  if (!opts.asyncOp) work->wait();
-  return finish(rank_, c10d::OpType::ALLTOALL_BASE, {work}, {output}, {output, input});
+  if (!async_op(opts.asyncOp)) work->wait();
+  return finish(c10d::OpType::ALLTOALL_BASE, {work}, {output}, {output, input});
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                        std::vector<at::Tensor>& inputs,
                                                        const c10d::AllToAllOptions& opts) {
-  auto o = options<cohort::AllToAllOptions>(opts.timeout, opts.asyncOp);
+  auto o = options<cohort::AllToAllOptions>(opts.timeout, async_op(opts.asyncOp));
   std::vector<at::Tensor> keep(outputs);
   keep.insert(keep.end(), inputs.begin(), inputs.end());
-  return finish(rank_, c10d::OpType::ALLTOALL,
+  return finish(c10d::OpType::ALLTOALL,
                 {group_->all_to_all(buffers_of(outputs, "all_to_all's output"),
                                     buffers_of(inputs, "all_to_all's input"), o)},
                 outputs, std::move(keep));
@@ -383,30 +408,38 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   at::Tensor& t = only(tensors, "send");
-  return finish(rank_, c10d::OpType::SEND, {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {},
+  return finish(c10d::OpType::SEND, {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {},
                 tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   at::Tensor& t = only(tensors, "recv");
-  return finish(rank_, c10d::OpType::RECV, {group_->irecv(to_buffer(t, "recv's tensor"), src, tag)}, tensors,
+  return finish(c10d::OpType::RECV, {group_->irecv(to_buffer(t, "recv's tensor"), src, tag)}, tensors,
                 tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   at::Tensor& t = only(tensors, "recv");
-  return finish(rank_, c10d::OpType::RECVANYSOURCE,
+  return finish(c10d::OpType::RECVANYSOURCE,
                 {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors,
                 tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::barrier(const c10d::BarrierOptions& opts) {
-  return finish(rank_, c10d::OpType::BARRIER,
-                {group_->barrier(options<cohort::BarrierOptions>(opts.timeout, opts.asyncOp))}, {}, {});
+  return finish(c10d::OpType::BARRIER,
+                {group_->barrier(options<cohort::BarrierOptions>(opts.timeout, async_op(opts.asyncOp)))}, {}, {});
 }
 
 void CohortBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   group_->monitored_barrier(options<cohort::BarrierOptions>(opts.timeout, false), wait_all_ranks);
+}
+
+at::Tensor CohortBackend::alloc_symmetric(int64_t bytes) {
+  if (bytes < 0) throw InvalidArgument("cohort: empty_symmetric of " + std::to_string(bytes) + " bytes");
+  std::shared_ptr<cohort::SymmetricMemory> block = group_->alloc_symmetric(static_cast<size_t>(bytes));
+  // The tensor's deleter holds the block: it lives as long as any view of it.
+  return at::from_blob(
+      block->data(), {bytes}, [block](void*) {}, at::TensorOptions().dtype(at::kByte));
 }
 
 void CohortBackend::abort() {

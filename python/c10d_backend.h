@@ -79,8 +79,38 @@ class CohortBackend : public c10d::Backend {
   void abort() override;
   void shutdown() override;
 
+  // alloc_symmetric is ProcessGroup::alloc_symmetric as a uint8 tensor of
+  // `bytes` that owns the block: collectives on tensors inside it read the
+  // other ranks' blocks in place. Collective over the group.
+  at::Tensor alloc_symmetric(int64_t bytes);
+
+  // Coalescing (torch's _coalescing_manager and batch_isend_irecv): the
+  // calls between startCoalescing and endCoalescing run asynchronously, all
+  // in flight together, and endCoalescing's Work ends with the last.
+  // Called from one thread, the one that makes the calls.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
  private:
+  using WorkList = std::vector<std::shared_ptr<cohort::Work>>;
+
+  // async_op: a call runs asynchronously when torch asks, or when coalescing.
+  bool async_op(bool requested) const { return requested || coalescing_; }
+  // finish wraps `works` for torch (its future completes with `outputs`),
+  // keeps `keep` alive until they complete, and records them when coalescing.
+  c10::intrusive_ptr<c10d::Work> finish(c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs,
+                                        std::vector<at::Tensor> keep);
+  // pairwise runs `one` (an async call) on each (output, input) pair of a
+  // coalesced call, all in flight together; the Work ends with the last.
+  template <class One>
+  c10::intrusive_ptr<c10d::Work> pairwise(const std::string& op, std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs, One&& one);
+
   std::shared_ptr<cohort::ProcessGroup> group_;
+  bool coalescing_ = false;
+  WorkList coalesced_works_;                   // the Works made while coalescing
+  std::vector<at::Tensor> coalesced_outputs_;  // and their outputs
 };
 
 }  // namespace cohort_torch

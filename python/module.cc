@@ -27,6 +27,10 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("group_name") = "0",
            // Joining blocks until every rank has: other Python threads run on.
+           py::call_guard<py::gil_scoped_release>())
+      .def("_alloc_symmetric", &cohort_torch::CohortBackend::alloc_symmetric, py::arg("bytes"),
+           "A uint8 tensor of `bytes` on a block every rank of the group on this host maps "
+           "(cohort_torch.empty_symmetric wraps it); collective.",
            py::call_guard<py::gil_scoped_release>());
 
   py::class_<cohort_torch::TorchTcpStore, c10d::Store, c10::intrusive_ptr<cohort_torch::TorchTcpStore>>(

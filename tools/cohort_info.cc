@@ -16,17 +16,26 @@ void print_table(const std::vector<cohort::ConfigEntry>& entries) {
   std::printf("cohort %s (torch layer: %s, MPI: %s, NCCL: %s)\n\n", COHORT_VERSION_TEXT, COHORT_BUILT_TORCH,
               COHORT_BUILT_MPI, COHORT_BUILT_NCCL);
   for (const auto& e : entries) {
-    std::printf("%s=%s\n    source: %s; default: %s; type: %s\n    %s\n\n", e.name.c_str(), e.value.c_str(),
-                e.source.c_str(), e.default_value.empty() ? "(empty)" : e.default_value.c_str(),
-                e.type.c_str(), e.doc.c_str());
+    std::printf("%s=%s\n    source: %s; default: %s; type: %s%s%s\n    %s\n\n", e.name.c_str(),
+                e.value.c_str(), e.source.c_str(), e.default_value.empty() ? "(empty)" : e.default_value.c_str(),
+                e.type.c_str(), e.torch_names.empty() ? "" : "; torch's: ", e.torch_names.c_str(),
+                e.doc.c_str());
   }
 }
 
 void print_markdown(const std::vector<cohort::ConfigEntry>& entries) {
-  std::printf("| knob | type | default | meaning |\n|---|---|---|---|\n");
+  std::printf("| knob | type | default | meaning | torch's variable, read when the knob is unset |\n"
+              "|---|---|---|---|---|\n");
   for (const auto& e : entries) {
-    std::printf("| `%s` | %s | `%s` | %s |\n", e.name.c_str(), e.type.c_str(), e.default_value.c_str(),
-                e.doc.c_str());
+    std::string torch;
+    for (size_t begin = 0; begin < e.torch_names.size();) {
+      size_t end = e.torch_names.find('|', begin);
+      if (end == std::string::npos) end = e.torch_names.size();
+      torch += (torch.empty() ? "`" : ", `") + e.torch_names.substr(begin, end - begin) + "`";
+      begin = end + 1;
+    }
+    std::printf("| `%s` | %s | `%s` | %s | %s |\n", e.name.c_str(), e.type.c_str(), e.default_value.c_str(),
+                e.doc.c_str(), torch.c_str());
   }
 }
 

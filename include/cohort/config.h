@@ -17,8 +17,9 @@ struct ConfigEntry {
   std::string type;   // "bool", "int", "float", "string" or "choice"
   std::string value;  // current value (a secret shows as "<set>")
   std::string default_value;
-  std::string source;  // "default", "environment" or "set_config"
+  std::string source;  // "default", "environment", "environment (TORCH_NAME)" or "set_config"
   std::string doc;
+  std::string torch_names;  // torch's variables for the same thing, '|'-separated; may be empty
 };
 
 // config_entries lists every knob in declaration order.

@@ -12,11 +12,59 @@ each new_group (DeviceMesh's too), is a cohort group: shared memory
 between ranks on one host, TCP between hosts.
 """
 
+import datetime as _datetime
+import math as _math
+
+import torch as _torch
 import torch.distributed as _dist
 
 from ._C import ProcessGroupCohort, TCPStore
 
-__all__ = ["ProcessGroupCohort", "TCPStore"]
+__all__ = ["ProcessGroupCohort", "TCPStore", "empty_symmetric", "monitored_barrier"]
+
+
+def _cohort_backend(group, what):
+    """The ProcessGroupCohort under `group` (None: the default group)."""
+    pg = group if group is not None else _dist.distributed_c10d._get_default_group()
+    if pg is _dist.GroupMember.NON_GROUP_MEMBER:
+        raise ValueError(f"cohort_torch.{what}: this rank is not a member of the group")
+    backend = pg._get_backend(_torch.device("cpu"))
+    if not isinstance(backend, ProcessGroupCohort):
+        raise ValueError(
+            f"cohort_torch.{what} needs a group of the 'cohort' backend, got '{pg._get_backend_name()}'"
+        )
+    return backend
+
+
+def empty_symmetric(shape, dtype=_torch.float32, group=None):
+    """A zero-filled tensor that the group's other ranks on this host map
+    too: torch.distributed collectives on it (over "cohort") read the other
+    ranks' data in place instead of copying it through a shared buffer.
+
+    Collective: every rank of `group` calls it in the same order with the
+    same shape and dtype. Where ranks cannot share memory (other hosts,
+    shared memory off) the tensor is ordinary memory and everything works
+    the same. The memory lives as long as the tensor or any view of it.
+    """
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"cohort_torch.empty_symmetric: negative size in shape {shape}")
+    itemsize = _torch.empty((), dtype=dtype).element_size()
+    block = _cohort_backend(group, "empty_symmetric")._alloc_symmetric(_math.prod(shape) * itemsize)
+    return block.view(dtype).view(shape)
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for "cohort" groups (torch's own
+    refuses every backend but gloo): rank 0 waits for every other rank and
+    raises naming the first one (or, with wait_all_ranks, every one) that
+    did not arrive within `timeout` (a timedelta; None: the group's)."""
+    backend = _cohort_backend(group, "monitored_barrier")
+    if timeout is None:
+        timeout = _datetime.timedelta(0)
+    backend.monitored_barrier(timeout, wait_all_ranks)
 
 
 def _create_backend(dist_backend_opts, backend_options=None):

@@ -3,10 +3,12 @@
 #include "common/config_registry.h"
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "cohort/config.h"
@@ -123,9 +125,40 @@ class Registry {
     if (const char* env = std::getenv(knob.name)) {
       validate(knob, env, "the environment");
       v = Value{env, "environment"};
+    } else if (auto torch = torch_value(knob)) {
+      v = *torch;
     }
     values_.emplace(knob.name, v);
     return v;
+  }
+
+  // torch_value is the first of the knob's torch variables that is set,
+  // validated as the knob's own value would be.
+  static std::optional<Value> torch_value(const KnobSpec& knob) {
+    if (!knob.torch_names) return std::nullopt;
+    std::string names = knob.torch_names;
+    size_t begin = 0;
+    while (begin <= names.size()) {
+      size_t end = names.find('|', begin);
+      if (end == std::string::npos) end = names.size();
+      const std::string name = names.substr(begin, end - begin);
+      begin = end + 1;
+      const char* env = std::getenv(name.c_str());
+      if (!env) continue;
+      std::string text = env;
+      if (knob.type == KnobType::kChoice) {
+        for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      }
+      const std::string from = "the environment, as torch's " + name;
+      try {
+        validate(knob, text, from.c_str());
+      } catch (const InvalidArgument&) {
+        validate(knob, env, from.c_str());  // throws, naming the value as it was written
+        throw;
+      }
+      return Value{text, "environment (" + name + ")"};
+    }
+    return std::nullopt;
   }
 
   void set(const KnobSpec& knob, const std::string& text) {
@@ -185,7 +218,8 @@ std::vector<ConfigEntry> config_entries() {
     if (k->secret) shown = v.text.empty() ? "" : "<set>";
     std::string type = type_name(k->type);
     if (k->type == KnobType::kChoice) type += " (" + std::string(k->choices) + ")";
-    out.push_back(ConfigEntry{k->name, type, shown, k->default_value, v.source, k->doc});
+    out.push_back(ConfigEntry{k->name, type, shown, k->default_value, v.source, k->doc,
+                              k->torch_names ? k->torch_names : ""});
   }
   return out;
 }

@@ -14,7 +14,11 @@ enum class KnobType { kBool, kInt, kFloat, kString, kChoice };
 
 // KnobSpec is one knob: its variable name, type, default and documentation.
 // `choices` lists the values a kChoice knob accepts, separated by '|';
-// `secret` knobs never print their value.
+// `secret` knobs never print their value. `torch_names` lists, separated
+// by '|', torch's variables for the same thing, read (in that order) when
+// the COHORT_* one is unset, so that a torch job's environment carries
+// over; a kChoice value from there is matched without regard to case
+// (torch writes DETAIL, cohort detail).
 struct KnobSpec {
   const char* name;
   KnobType type;
@@ -22,6 +26,7 @@ struct KnobSpec {
   const char* doc;
   const char* choices = nullptr;
   bool secret = false;
+  const char* torch_names = nullptr;
 };
 
 namespace knobs {
@@ -37,7 +42,7 @@ inline constexpr KnobSpec kDebug{
     "info); detail also makes the ranks compare what they call before every collective and raise "
     "DesyncError listing each rank's call when they differ (one small exchange per collective: "
     "docs/debugging.md). Read when a group is made; give every rank the same.",
-    "off|info|detail"};
+    "off|info|detail", false, "TORCH_DISTRIBUTED_DEBUG"};
 
 inline constexpr KnobSpec kStoreToken{
     "COHORT_STORE_TOKEN",
@@ -82,7 +87,8 @@ inline constexpr KnobSpec kStoreServerSpinUs{
 inline constexpr KnobSpec kSocketIfname{
     "COHORT_SOCKET_IFNAME", KnobType::kString, "",
     "Network interface whose address process groups listen on and publish; empty: the interface "
-    "of the route to the store's host (MASTER_ADDR), never loopback unless that host is."};
+    "of the route to the store's host (MASTER_ADDR), never loopback unless that host is.",
+    nullptr, false, "GLOO_SOCKET_IFNAME"};
 
 inline constexpr KnobSpec kTcpSpinUs{
     "COHORT_TCP_SPIN_US", KnobType::kInt, "100",
@@ -174,7 +180,8 @@ inline constexpr KnobSpec kLauncherStopTimeoutS{
 inline constexpr KnobSpec kTraceBufferEntries{
     "COHORT_TRACE_BUFFER_ENTRIES", KnobType::kInt, "2000",
     "Operations each process group keeps in its flight recorder (a ring, allocated when the group is "
-    "made), for the dumps cohort-trace reads. 0 disables the recorder."};
+    "made), for the dumps cohort-trace reads. 0 disables the recorder.",
+    nullptr, false, "TORCH_FR_BUFFER_SIZE|TORCH_NCCL_TRACE_BUFFER_SIZE"};
 
 inline constexpr KnobSpec kTraceDir{
     "COHORT_TRACE_DIR", KnobType::kString, "",

@@ -1,7 +1,9 @@
 // The config registry: one declaration per knob, typed values, sources.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <string>
 
 #include "cohort/config.h"
 #include "cohort/errors.h"
@@ -83,6 +85,67 @@ TEST(ConfigTest, LogLevelFollowsTheRegistry) {
   set_config("COHORT_LOG_LEVEL", "off");
   EXPECT_FALSE(log_enabled(LogLevel::kError));
   reset_config("COHORT_LOG_LEVEL");
+}
+
+// Sets one environment variable for a test's scope and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { old_.empty() ? unsetenv(name_) : setenv(name_, old_.c_str(), 1); }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+TEST(ConfigTest, TorchDistributedDebugSetsTheDebugLevelWhenCohortDebugIsUnset) {
+  ScopedEnv cohort("COHORT_DEBUG", nullptr);
+  ScopedEnv torch("TORCH_DISTRIBUTED_DEBUG", "DETAIL");
+  reset_config("COHORT_DEBUG");
+  EXPECT_EQ(config_string(knobs::kDebug), "detail");
+  EXPECT_EQ(entry(config_entries(), "COHORT_DEBUG").source, "environment (TORCH_DISTRIBUTED_DEBUG)");
+  reset_config("COHORT_DEBUG");
+}
+
+TEST(ConfigTest, CohortsOwnVariableWinsOverTorchs) {
+  ScopedEnv cohort("COHORT_DEBUG", "info");
+  ScopedEnv torch("TORCH_DISTRIBUTED_DEBUG", "DETAIL");
+  reset_config("COHORT_DEBUG");
+  EXPECT_EQ(config_string(knobs::kDebug), "info");
+  EXPECT_EQ(entry(config_entries(), "COHORT_DEBUG").source, "environment");
+  reset_config("COHORT_DEBUG");
+}
+
+TEST(ConfigTest, ABadTorchValueNamesTorchsVariableAndTheValueAsWritten) {
+  ScopedEnv cohort("COHORT_DEBUG", nullptr);
+  ScopedEnv torch("TORCH_DISTRIBUTED_DEBUG", "LOUD");
+  reset_config("COHORT_DEBUG");
+  try {
+    config_string(knobs::kDebug);
+    FAIL() << "LOUD was accepted";
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("TORCH_DISTRIBUTED_DEBUG"), std::string::npos) << m;
+    EXPECT_NE(m.find("'LOUD'"), std::string::npos) << m;
+  }
+  reset_config("COHORT_DEBUG");
+}
+
+TEST(ConfigTest, TorchsNamesAreReadInTheirOrder) {
+  ScopedEnv cohort("COHORT_TRACE_BUFFER_ENTRIES", nullptr);
+  ScopedEnv newer("TORCH_FR_BUFFER_SIZE", nullptr);
+  ScopedEnv older("TORCH_NCCL_TRACE_BUFFER_SIZE", "77");
+  reset_config("COHORT_TRACE_BUFFER_ENTRIES");
+  EXPECT_EQ(config_int(knobs::kTraceBufferEntries), 77);
+  {
+    ScopedEnv both("TORCH_FR_BUFFER_SIZE", "55");
+    reset_config("COHORT_TRACE_BUFFER_ENTRIES");
+    EXPECT_EQ(config_int(knobs::kTraceBufferEntries), 55);
+  }
+  reset_config("COHORT_TRACE_BUFFER_ENTRIES");
 }
 
 }  // namespace

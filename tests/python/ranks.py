@@ -1,0 +1,65 @@
+"""The multi-process harness of the Python tests: ranks as real processes
+started by torch.multiprocessing (spawn, as PyTorch's tutorial does), joined
+by init_process_group over env://, each running one function of a test
+module and sending back what it returned."""
+
+import datetime
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank, size, port, fn, results, backend, env):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ.update(env)
+    import cohort_torch  # noqa: F401  (a spawned child imports afresh)
+
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, rank=rank, world_size=size, timeout=datetime.timedelta(seconds=60))
+    try:
+        results.put((rank, fn(rank, size)))
+    except BaseException as e:  # the parent reports it, with the rank
+        results.put((rank, f"error: {type(e).__name__}: {e}"))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ranks(fn, size, backend="cohort", killed=(), env=None):
+    """Runs fn(rank, size) in `size` processes joined by init_process_group
+    (`backend`, env://, with `env` added to each one's environment); returns
+    {rank: what fn returned}. Ranks in `killed` are expected to die by
+    SIGKILL and return nothing."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [
+        ctx.Process(target=_entry, args=(r, size, port, fn, results, backend, dict(env or {})))
+        for r in range(size)
+    ]
+    for p in procs:
+        p.start()
+    out = {}
+    try:
+        for _ in range(size - len(killed)):
+            rank, value = results.get(timeout=120)
+            out[rank] = value
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    for rank, value in out.items():
+        assert not (isinstance(value, str) and value.startswith("error:")), f"rank {rank}: {value}"
+    expected = [-9 if r in killed else 0 for r in range(size)]
+    assert [p.exitcode for p in procs] == expected
+    return out

@@ -1,0 +1,155 @@
+"""What torch's Python reaches beyond the plain calls, over "cohort": its
+coalescing (batch_isend_irecv and _coalescing_manager), monitored_barrier,
+symmetric memory (cohort_torch.empty_symmetric) and TORCH_DISTRIBUTED_DEBUG
+turning on cohort's desync check. Real processes, values checked here.
+
+Run by ctest (python.features) with PYTHONPATH naming build/python."""
+
+import datetime
+import sys
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import _coalescing_manager
+
+import cohort_torch
+from ranks import run_ranks
+
+
+def batched_ring(rank, size):
+    send = torch.full((5,), float(rank))
+    recv = torch.zeros(5)
+    ops = [dist.P2POp(dist.isend, send, (rank + 1) % size), dist.P2POp(dist.irecv, recv, (rank - 1) % size)]
+    works = dist.batch_isend_irecv(ops)
+    for w in works:
+        w.wait()
+    return len(works), recv.tolist()
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_batch_isend_irecv_is_one_coalesced_work_that_moves_every_message(size):
+    out = run_ranks(batched_ring, size)
+    for rank in range(size):
+        works, recv = out[rank]
+        assert works == 1  # torch took the coalescing path: one Work for the batch
+        assert recv == [float((rank - 1) % size)] * 5
+
+
+def coalesced_collectives(rank, size):
+    cpu = torch.device("cpu")
+    sums = [torch.full((n,), float(rank + 1)) for n in (1, 7, 1000)]
+    with _coalescing_manager(device=cpu, async_ops=True) as cm:
+        for t in sums:
+            dist.all_reduce(t)
+    cm.wait()
+    gathered = [torch.zeros(2 * size) for _ in range(2)]
+    with _coalescing_manager(device=cpu, async_ops=True) as cm:
+        for k, out in enumerate(gathered):
+            dist.all_gather_into_tensor(out, torch.tensor([rank, 10.0 * k]))
+    cm.wait()
+    scattered = [torch.zeros(3) for _ in range(2)]
+    with _coalescing_manager(device=cpu):  # blocking
+        for k, out in enumerate(scattered):
+            dist.reduce_scatter_tensor(out, torch.arange(3.0 * size) + k)
+    return [t.tolist() for t in sums], [g.tolist() for g in gathered], [s.tolist() for s in scattered]
+
+
+def test_coalesced_all_reduce_all_gather_and_reduce_scatter_give_every_value():
+    size = 2
+    out = run_ranks(coalesced_collectives, size)
+    total = float(sum(r + 1 for r in range(size)))
+    for rank in range(size):
+        sums, gathered, scattered = out[rank]
+        assert sums == [[total] * n for n in (1, 7, 1000)]
+        assert gathered == [[v for q in range(size) for v in (float(q), 10.0 * k)] for k in range(2)]
+        assert scattered == [[size * (3.0 * rank + i + k) for i in range(3)] for k in range(2)]
+
+
+def monitored_barriers(rank, size):
+    cohort_torch.monitored_barrier(timeout=datetime.timedelta(seconds=10))
+    # Now the last rank stays away: rank 0 names it.
+    if rank == size - 1:
+        time.sleep(4)
+        return None
+    try:
+        cohort_torch.monitored_barrier(timeout=datetime.timedelta(seconds=2), wait_all_ranks=True)
+        return "passed"
+    except RuntimeError as e:
+        return str(e)
+
+
+def test_monitored_barrier_passes_and_names_the_rank_that_stayed_away():
+    size = 3
+    out = run_ranks(monitored_barriers, size)
+    assert out[size - 1] is None
+    message = out[0]
+    assert message != "passed" and str(size - 1) in message, message
+
+
+def symmetric_all_reduce(rank, size):
+    small = cohort_torch.empty_symmetric((10, 3))
+    large = cohort_torch.empty_symmetric(1 << 20, dtype=torch.float64)
+    zero_filled = bool((small == 0).all()) and bool((large == 0).all())
+    small.fill_(rank + 1.0)
+    large.copy_(torch.arange(1 << 20, dtype=torch.float64) * (rank + 1))
+    dist.all_reduce(small)
+    dist.all_reduce(large[1:])  # a view inside the block
+    # The block is a shared-memory mapping: find it in this process's maps.
+    address, mapping = large.data_ptr(), None
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(None, 5)  # range, perms, offset, dev, inode, path (maybe "(deleted)")
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= address < hi and len(fields) == 6:
+                mapping = fields[5].strip()
+    return (zero_filled, tuple(small.shape), small.unique().tolist(), large[:3].tolist(),
+            large[-1].item(), mapping)
+
+
+def test_empty_symmetric_is_a_zeroed_shared_tensor_that_collectives_reduce():
+    size = 2
+    out = run_ranks(symmetric_all_reduce, size)
+    factor = sum(r + 1 for r in range(size))
+    for rank in range(size):
+        zero_filled, shape, small, head, last, mapping = out[rank]
+        assert zero_filled and shape == (10, 3)
+        assert small == [float(factor)]
+        assert head == [0.0, 1.0 * factor, 2.0 * factor]  # element 0 lies outside the view: its own 0
+        assert last == float(((1 << 20) - 1) * factor)
+        assert mapping is not None and mapping.startswith("/dev/shm/"), mapping
+
+
+def empty_symmetric_on_gloo(rank, size):
+    try:
+        cohort_torch.empty_symmetric(4)
+    except ValueError as e:
+        return str(e)
+
+
+def test_empty_symmetric_on_a_gloo_group_says_it_needs_cohort():
+    out = run_ranks(empty_symmetric_on_gloo, 2, backend="gloo")
+    assert "'cohort'" in out[0] and "gloo" in out[0], out[0]
+
+
+def mismatched_collectives(rank, size):
+    try:
+        if rank == 0:
+            dist.all_reduce(torch.ones(4))
+        else:
+            dist.broadcast(torch.ones(4), src=0)
+        return None
+    except RuntimeError as e:
+        return str(e)
+
+
+def test_torch_distributed_debug_detail_turns_on_the_desync_check():
+    out = run_ranks(mismatched_collectives, 2, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+    for rank in range(2):
+        assert out[rank] is not None, f"rank {rank} returned from a mismatched collective"
+        assert "all_reduce" in out[rank] and "broadcast" in out[rank], out[rank]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
