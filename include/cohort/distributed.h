@@ -49,19 +49,71 @@ void init_process_group(const InitOptions& options = {});
 // destroy_process_group tears down the default group and every group made
 // by new_group (their Works complete with an error).
 void destroy_process_group();
+// destroy_process_group(group) destroys that group alone (torch's
+// destroy_process_group(group)): its running and later operations fail;
+// the default group's handle, or null, destroys everything as above.
+// Throws InvalidArgument for a group destroyed already.
+void destroy_process_group(const std::shared_ptr<ProcessGroup>& group);
 
 bool is_initialized();
-// get_rank and get_world_size: of the default group, or of `group`.
+// get_rank and get_world_size: of the default group, or of `group`; -1
+// for a group this rank is not a member of (as torch).
 int get_rank(const std::shared_ptr<ProcessGroup>& group = nullptr);
 int get_world_size(const std::shared_ptr<ProcessGroup>& group = nullptr);
+
+// The backend queries of torch.distributed. Backend names are spelled as
+// torch spells them: "cohort", "mpi", "nccl" ("gloo" is accepted as a
+// synonym of "cohort").
+struct BackendName {
+  static constexpr const char* kCohort = "cohort";
+  static constexpr const char* kGloo = "gloo";
+  static constexpr const char* kMpi = "mpi";
+  static constexpr const char* kNccl = "nccl";
+};
+// get_backend names the backend that runs `group` (the default group when
+// null): "cohort", "mpi", "nccl", or torch's per-device form
+// "cpu:cohort,cuda:nccl". Throws InvalidArgument before
+// init_process_group and for a group this rank is not a member of (as
+// torch raises for GroupMember.NON_GROUP_MEMBER).
+std::string get_backend(const std::shared_ptr<ProcessGroup>& group = nullptr);
+// is_available: cohort's process groups are always built.
+bool is_available();
+// is_mpi_available and is_nccl_available say whether this build has the
+// MPI and NCCL backends (NCCL: built; whether a GPU is present is asked
+// when a group is made).
+bool is_mpi_available();
+bool is_nccl_available();
+// is_torchelastic_launched is true in a worker that a launcher started
+// (cohortrun, or torchrun: TORCHELASTIC_RUN_ID is set), as torch's.
+bool is_torchelastic_launched();
 
 // default_group returns the group of every rank (torch's WORLD).
 std::shared_ptr<ProcessGroup> default_group();
 
-// new_group makes a group of the given global ranks (empty: all), ordered
-// as given. Every rank must call it, in the same order as the others (as in
-// torch); ranks not in the list get nullptr and do not wait. Throws
-// InvalidArgument for duplicate or out-of-range ranks.
+// NewGroupOptions are new_group's arguments after the ranks, with torch's
+// defaults.
+struct NewGroupOptions {
+  // timeout of the group's operations; 0: the default group's.
+  std::chrono::milliseconds timeout{0};
+  // backend of the group ("cohort", "mpi", "nccl", or per device as
+  // "cpu:cohort,cuda:nccl"); empty: the default group's.
+  std::string backend;
+  // false (torch's default): every rank of the job, member or not, waits
+  // in new_group until all have called it; true: only the members
+  // synchronise (among themselves, as they connect) and others return at
+  // once.
+  bool use_local_synchronization = false;
+};
+
+// new_group makes a group of the given global ranks (empty: all), sorted as
+// torch sorts them: group rank i is the i-th smallest. Every rank must call
+// it, in the same order as the others (as in torch). A rank not in the
+// list gets a handle that is not a member (ProcessGroup::non_member: its
+// calls do nothing, get_rank and get_world_size of it are -1), never
+// nullptr, which would mean the default group. Throws InvalidArgument for
+// duplicate or out-of-range ranks or an unknown backend, TimeoutError when
+// the ranks do not all arrive within the timeout.
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const NewGroupOptions& options);
 std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks = {},
                                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 

@@ -100,12 +100,24 @@ class ProcessGroup {
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  // non_member is what new_group gives a rank outside `global_ranks`
+  // (torch's GroupMember.NON_GROUP_MEMBER): a handle that knows the group's
+  // ranks and name but is not a member. Every collective and point-to-point
+  // call on it does nothing and returns a completed Work at once (as torch
+  // returns None); rank() and size() are -1; alloc_symmetric throws.
+  static std::shared_ptr<ProcessGroup> non_member(std::vector<int> global_ranks, std::string name);
+  // is_member is false for the handle non_member() makes.
+  bool is_member() const { return backend_ != nullptr; }
+
+  // rank and size in this group; -1 on a non-member's handle.
   int rank() const { return rank_; }
-  int size() const { return static_cast<int>(global_ranks_.size()); }
+  int size() const { return is_member() ? static_cast<int>(global_ranks_.size()) : -1; }
   const std::string& name() const { return name_; }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const std::shared_ptr<Store>& store() const { return store_; }
+  // backend_name is the backend that runs the group ("cohort", "mpi",
+  // "nccl", or "cpu:...,cuda:..."); empty on a non-member's handle.
   std::string backend_name() const;
   // sequence_number is how many collectives were issued on this group (the
   // same on every rank when they agree; point-to-point is counted apart).
@@ -187,6 +199,9 @@ class ProcessGroup {
   bool can_shrink() const;
 
  private:
+  struct NonMemberTag {};
+  ProcessGroup(NonMemberTag, std::vector<int> global_ranks, std::string name);
+
   using Task = std::function<void()>;
   // enqueue numbers an operation and queues `run` for the worker; waits
   // for it unless options.async_op. `shape` is what the flight recorder
@@ -220,6 +235,9 @@ class ProcessGroup {
   // run_task runs one operation on the thread driving the backend.
   void run_task(Work& work, const Task& task);
   void mark_broken(std::exception_ptr error, const std::string& what);
+  // refusal is why the group refuses work (broken_, or an abort() since
+  // the last operation), null when it does not. The driving thread only.
+  std::exception_ptr refusal();
   // agree runs COHORT_DEBUG=detail's check of collective #n (desync_ set):
   // false, with *error set, when the ranks' calls differ.
   bool agree(const Fingerprint& mine, const OpContext& op, std::exception_ptr* error);
@@ -260,6 +278,10 @@ class ProcessGroup {
   std::deque<std::pair<std::shared_ptr<Work>, Task>> queue_;  // guarded by mu_
   // Why the group refuses work; touched only by the thread driving.
   std::exception_ptr broken_;
+  // abort()'s error, from any thread, for refusal() to take in.
+  std::atomic<bool> aborted_{false};
+  std::mutex abort_mu_;
+  std::exception_ptr abort_error_;  // guarded by abort_mu_
   // What a blocking collective run on the caller's thread returns: one
   // Work, complete and successful, shared by all groups and held without
   // a reference count (process_group.cc); and that op's name, rebuilt in

@@ -36,6 +36,10 @@ at::ScalarType to_scalar_type(DType dtype);
 
 std::shared_ptr<Work> all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::SUM,
                                  const GroupPtr& group = nullptr, bool async_op = false);
+// all_reduce_coalesced reduces several tensors of one dtype as one
+// operation (torch's all_reduce_coalesced(tensors, op, group, async_op)).
+std::shared_ptr<Work> all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::SUM,
+                                           const GroupPtr& group = nullptr, bool async_op = false);
 std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int src, const GroupPtr& group = nullptr,
                                 bool async_op = false);
 std::shared_ptr<Work> reduce(const at::Tensor& tensor, int dst, ReduceOp op = ReduceOp::SUM,
@@ -66,10 +70,26 @@ std::shared_ptr<Work> all_to_all_single(const at::Tensor& output, const at::Tens
                                         const std::vector<int64_t>& input_split_sizes = {},
                                         const GroupPtr& group = nullptr, bool async_op = false);
 void send(const at::Tensor& tensor, int dst, const GroupPtr& group = nullptr, int tag = 0);
-// recv returns the sender's rank (useful with kAnySourceRank).
+// recv returns the sender's rank (useful with kAnySourceRank); -1 on a
+// group this rank is not a member of, as torch.
 int recv(const at::Tensor& tensor, int src = kAnySourceRank, const GroupPtr& group = nullptr, int tag = 0);
 std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, const GroupPtr& group = nullptr, int tag = 0);
 std::shared_ptr<Work> irecv(const at::Tensor& tensor, int src = kAnySourceRank,
                             const GroupPtr& group = nullptr, int tag = 0);
+
+// TensorP2POp is one entry of batch_isend_irecv, torch's
+// P2POp(dist.isend or dist.irecv, tensor, peer, tag): `peer` is a global
+// rank.
+struct TensorP2POp {
+  P2POp::Kind kind;  // P2POp::kSend (isend) or P2POp::kRecv (irecv)
+  at::Tensor tensor;
+  int peer;
+  int tag = 0;
+};
+// batch_isend_irecv starts every op at once, so that their order cannot
+// deadlock, and returns one Work per op (torch's batch_isend_irecv(ops),
+// all ops on `group`). The tensors stay alive until their Works complete.
+std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<TensorP2POp>& ops,
+                                                     const GroupPtr& group = nullptr);
 
 }  // namespace cohort

@@ -143,8 +143,9 @@ int Agent::run() {
                  config_.program.front().c_str());
     return kExitSpawn;
   }
-  grace_ = milliseconds(static_cast<int64_t>(config_float(knobs::kLauncherStopTimeoutS) * 1000));
-  signals_ = std::make_unique<LauncherSignals>();
+  const double grace_s = config_.shutdown_timeout_s.value_or(config_float(knobs::kLauncherStopTimeoutS));
+  grace_ = milliseconds(static_cast<int64_t>(grace_s * 1000));
+  signals_ = std::make_unique<LauncherSignals>(config_.signals_to_handle);
   run_id_ = config_.rdzv_id.empty() ? random_hex(12) : config_.rdzv_id;
   if (config_.log_dir.empty()) {
     char tmpl[] = "/tmp/cohortrun_XXXXXX";

@@ -1,7 +1,11 @@
 #include "launcher/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdlib>
+#include <map>
+#include <utility>
+#include <vector>
 #include <iostream>
 
 #include "cohort/errors.h"
@@ -84,11 +88,48 @@ void run_in_python(LaunchConfig& c, bool module, bool run_path, bool no_python) 
   if (!module && !run_path && !script) return;
   std::vector<std::string> command = {python_executable(), "-u"};
   if (module) command.push_back("-m");
+  c.script_index = command.size();
   command.insert(command.end(), c.program.begin(), c.program.end());
   c.program = std::move(command);
 #ifdef COHORT_PYTHON_PACKAGE_DIR
   c.python_path = COHORT_PYTHON_PACKAGE_DIR;
 #endif
+}
+
+// signal_numbers reads --signals-to-handle: names from the set below,
+// comma-separated, as torchrun writes them.
+std::vector<int> signal_numbers(const std::string& text) {
+  static const std::pair<const char*, int> kKnown[] = {{"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},
+                                                       {"SIGHUP", SIGHUP},   {"SIGQUIT", SIGQUIT},
+                                                       {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}};
+  std::vector<int> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string name = text.substr(begin, end - begin);
+    begin = end + 1;
+    int number = 0;
+    for (const auto& [known, value] : kKnown)
+      if (name == known) number = value;
+    if (number == 0) {
+      throw InvalidArgument("--signals-to-handle: '" + name +
+                            "' is not one of SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2");
+    }
+    out.push_back(number);
+  }
+  return out;
+}
+
+// refuse_unsupported names a torchrun flag that was given although
+// cohortrun cannot do what it asks, and why: accepting and ignoring it
+// would run a different job than the one asked for.
+void refuse_unsupported(const std::map<std::string, std::pair<std::string, const char*>>& given) {
+  for (const auto& [flag, value_and_why] : given) {
+    if (!value_and_why.first.empty())
+      throw InvalidArgument(flag + " " + value_and_why.first + ": not supported by cohortrun (" +
+                            value_and_why.second + ")");
+  }
 }
 
 CliOutcome parse_command_line(int argc, char** argv) {
@@ -124,11 +165,58 @@ CliOutcome parse_command_line(int argc, char** argv) {
   app.add_flag("-m," + names("--module"), module, "Run the program as a Python module (python -m)");
   app.add_flag(names("--run-path"), run_path,
                "Run the program, a Python file, with Python whatever its name");
+  std::string start_method = "spawn", event_log_handler = "null", signals;
+  double shutdown_timeout = -1;
+  bool use_env = false;
+  app.add_option(names("--start-method"), start_method,
+                 "spawn, fork or forkserver: torchrun's start method of function entry points; a program "
+                 "always runs in a process of its own, as under torchrun")
+      ->check(CLI::IsMember({"spawn", "fork", "forkserver"}));
+  app.add_option(names("--event-log-handler"), event_log_handler,
+                 "null only: cohortrun records no torchelastic events")
+      ->check(CLI::IsMember({"null"}));
+  app.add_option(names("--signals-to-handle"), signals,
+                 "Signals that stop the job, each passed on to the workers first "
+                 "(default SIGTERM,SIGINT,SIGHUP,SIGQUIT)");
+  app.add_option(names("--shutdown-timeout"), shutdown_timeout,
+                 "Seconds the workers get after the stop signal before SIGKILL "
+                 "(default COHORT_LAUNCHER_STOP_TIMEOUT_S)");
+  app.add_flag(names("--use-env"), use_env,
+               "LOCAL_RANK in the environment only (cohortrun's way; under cohort-launch, as under "
+               "torch.distributed.launch, the program otherwise gets --local-rank=N)");
+  // torchrun's flags that cohortrun cannot honour: refused by name.
+  std::map<std::string, std::pair<std::string, const char*>> unsupported = {
+      {"--duplicate-stdout-filters", {"", "no filtered copy of the workers' output is kept; --tee and --log-dir keep all of it"}},
+      {"--duplicate-stderr-filters", {"", "no filtered copy of the workers' output is kept; --tee and --log-dir keep all of it"}},
+      {"--logs-specs", {"", "it names a Python plugin class of torchrun's; cohortrun's logs are --log-dir, --redirects and --tee"}},
+      {"--numa-binding", {"", "workers are not bound to NUMA nodes; numactl in front of the program binds them"}},
+      {"--virtual-local-rank", {"", "LOCAL_RANK stays the worker's own and CUDA_VISIBLE_DEVICES is not changed"}},
+  };
+  for (auto& [flag, value_and_why] : unsupported)
+    app.add_option(names(flag), value_and_why.first, std::string("Refused: ") + value_and_why.second);
   try {
     app.parse(argc, argv);
     c.program = app.remaining();
-    if (!c.program.empty() && c.program.front() == "--") c.program.erase(c.program.begin());
+    if (!c.program.empty() && c.program.front() == "--") {
+      c.program.erase(c.program.begin());
+    } else if (!c.program.empty() && c.program.front().size() > 1 && c.program.front()[0] == '-') {
+      // No program's name starts with '-': a flag cohortrun does not know.
+      throw InvalidArgument("unknown flag " + c.program.front() + " (cohortrun --help lists the flags)");
+    }
+    refuse_unsupported(unsupported);
     finish(c, nnodes, nproc, redirects, tee, rdzv_conf, filter, monitor_s);
+    if (!signals.empty()) c.signals_to_handle = signal_numbers(signals);
+    if (app.count("--shutdown-timeout") > 0) {
+      if (!(shutdown_timeout >= 0 && shutdown_timeout <= 86400))
+        throw InvalidArgument("--shutdown-timeout " + std::to_string(shutdown_timeout) +
+                              ": give seconds from 0 to 86400");
+      c.shutdown_timeout_s = shutdown_timeout;
+    }
+    // cohort-launch is torch.distributed.launch: the local rank is also an
+    // argument of the program unless --use-env.
+    const std::string invoked = argv[0];
+    const std::string base = invoked.substr(invoked.find_last_of('/') + 1);
+    c.pass_local_rank = base == "cohort-launch" && !use_env;
     run_in_python(c, module, run_path, no_python);
   } catch (const CLI::CallForHelp& e) {
     out.exit_code = app.exit(e);

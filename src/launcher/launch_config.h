@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <map>
 #include <optional>
 #include <set>
@@ -45,6 +46,18 @@ struct LaunchConfig {
   std::optional<std::set<int>> local_ranks_filter;
   std::string local_addr;
   std::vector<std::string> program;  // the program and its arguments
+  // --shutdown-timeout: seconds between the stop signal and SIGKILL; unset:
+  // COHORT_LAUNCHER_STOP_TIMEOUT_S (TORCH_ELASTIC_SHUTDOWN_TIMEOUT).
+  std::optional<double> shutdown_timeout_s;
+  // --signals-to-handle: the signals that stop the job, each passed on to
+  // the workers first (torch's default set).
+  std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  // torch.distributed.launch's mode (cohort-launch) without --use-env:
+  // each worker's program gets --local-rank=N before its own arguments.
+  bool pass_local_rank = false;
+  // Where in `program` the user's program (script or executable) stands:
+  // 0, or after the Python and its flags.
+  size_t script_index = 0;
   // Where the program runs in Python: a folder put in front of the
   // workers' PYTHONPATH (the cohort_torch package of this build).
   std::string python_path;

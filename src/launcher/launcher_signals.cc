@@ -11,10 +11,11 @@
 
 namespace cohort::launcher {
 
-LauncherSignals::LauncherSignals() {
+LauncherSignals::LauncherSignals(const std::vector<int>& handled) {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set, s);
+  sigaddset(&set, SIGCHLD);
+  for (int s : handled) sigaddset(&set, s);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd_ < 0) throw Error(std::string("signalfd: ") + std::strerror(errno));

@@ -133,6 +133,12 @@ WorkerGroup::WorkerGroup(const LaunchConfig& config, const std::string& path, co
     w->out = std::make_unique<OutputSink>(prefix, console(kStdout, STDOUT_FILENO), dir + "/stdout.log");
     w->err = std::make_unique<OutputSink>(prefix, console(kStderr, STDERR_FILENO), dir + "/stderr.log");
     std::vector<std::string> argv = config.program;
+    // torch.distributed.launch passes the local rank as the script's first
+    // argument (after the interpreter's own ones in a Python command).
+    if (config.pass_local_rank) {
+      argv.insert(argv.begin() + static_cast<std::ptrdiff_t>(config.script_index + 1),
+                  "--local-rank=" + std::to_string(lr));
+    }
     w->process = std::make_unique<WorkerProcess>(
         path, argv, worker_environment(config, round, run_id, lr, w->error_file));
     workers_.push_back(std::move(w));

@@ -5,6 +5,22 @@
 
 namespace cohort {
 
+bool mpi_built() {
+#ifdef COHORT_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool nccl_built() {
+#ifdef COHORT_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
 #ifndef COHORT_HAVE_MPI
 namespace {
 Status no_mpi() {

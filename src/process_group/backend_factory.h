@@ -16,6 +16,10 @@ namespace cohort {
 // rank and the size of MPI_COMM_WORLD.
 Status mpi_world(int* rank, int* size);
 
+// mpi_built and nccl_built say whether this build has those backends.
+bool mpi_built();
+bool nccl_built();
+
 // make_mpi_backend makes the MPI backend of the group of MPI_COMM_WORLD
 // ranks `world_ranks` (this process is one of them); `tag` tells apart
 // groups made one after the other.

@@ -3,6 +3,7 @@
 #include "cohort/distributed.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -117,6 +118,30 @@ GroupPtr resolve(const GroupPtr& group) {
   return world().group;
 }
 
+// join_everywhere is new_group's synchronisation of every rank of the job
+// (torch's default, use_local_synchronization=false): each rank, member
+// or not, returns once all `world_size` have reached it, or throws
+// TimeoutError after `timeout` naming how many had. Through the store, so
+// that it costs the data plane nothing; MPI alone has none and uses the
+// default group's barrier.
+void join_everywhere(const std::shared_ptr<Store>& store, const std::string& name, int world_size,
+                     std::chrono::milliseconds timeout) {
+  if (!store) {
+    resolve(nullptr)->barrier();
+    return;
+  }
+  const std::string arrived = "cohort/new_group/" + name + "/joined", all = "cohort/new_group/" + name + "/all";
+  if (store->add(arrived, 1) == world_size) store->set(all, Bytes{1});
+  try {
+    store->wait({all}, timeout);
+  } catch (const TimeoutError&) {
+    throw TimeoutError("new_group " + name + ": " + std::to_string(store->add(arrived, 0)) + " of " +
+                       std::to_string(world_size) + " ranks called new_group within " +
+                       std::to_string(timeout.count()) + " ms (every rank must, members or not; "
+                       "use_local_synchronization=true waits for members only)");
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> make_group(std::shared_ptr<Store> store, int rank, int size,
@@ -208,6 +233,28 @@ bool is_initialized() {
   return world().group != nullptr;
 }
 
+std::string get_backend(const GroupPtr& group) {
+  GroupPtr g = resolve(group);
+  if (!g->is_member()) {
+    throw InvalidArgument("get_backend: this rank is not a member of group " + g->name() +
+                          " (its handle came from new_group on a rank outside it)");
+  }
+  return g->backend_name();
+}
+
+bool is_available() {
+  return true;
+}
+bool is_mpi_available() {
+  return mpi_built();
+}
+bool is_nccl_available() {
+  return nccl_built();
+}
+bool is_torchelastic_launched() {
+  return std::getenv("TORCHELASTIC_RUN_ID") != nullptr;
+}
+
 int get_rank(const GroupPtr& group) {
   return resolve(group)->rank();
 }
@@ -218,12 +265,19 @@ std::shared_ptr<ProcessGroup> default_group() {
   return resolve(nullptr);
 }
 
-std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds timeout) {
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, std::chrono::milliseconds timeout) {
+  NewGroupOptions options;
+  options.timeout = timeout;
+  return new_group(ranks, options);
+}
+
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, const NewGroupOptions& options) {
   World& w = world();
   std::shared_ptr<Store> store;
   std::string name, master_host;
   int my_rank, world_size, number;
   BackendSpec spec;
+  std::chrono::milliseconds timeout = options.timeout;
   {
     std::lock_guard<std::mutex> lock(w.mu);
     if (!w.group) throw InvalidArgument("new_group: call init_process_group first");
@@ -236,6 +290,7 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::c
     world_size = w.group->size();
     if (timeout.count() <= 0) timeout = w.timeout;
   }
+  if (!options.backend.empty()) spec = parse_spec("new_group", options.backend);
   std::vector<int> ranks = ranks_in;
   if (ranks.empty()) {
     for (int i = 0; i < world_size; ++i) ranks.push_back(i);
@@ -249,15 +304,45 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, std::c
     if (!seen.insert(r).second)
       throw InvalidArgument("new_group: rank " + std::to_string(r) + " is listed twice");
   }
+  std::sort(ranks.begin(), ranks.end());  // as torch: group rank i is the i-th smallest global rank
+  std::shared_ptr<ProcessGroup> group;
   auto it = std::find(ranks.begin(), ranks.end(), my_rank);
-  if (it == ranks.end()) return nullptr;  // not a member: nothing to wait for
-  const int group_rank = static_cast<int>(it - ranks.begin());
-  std::shared_ptr<Store> group_store;
-  if (store) group_store = std::make_shared<PrefixStore>("cohort/" + name, store);
-  auto group = build_group(spec, group_store, group_rank, ranks, timeout, name, master_host, number);
+  if (it == ranks.end()) {
+    group = ProcessGroup::non_member(ranks, name);
+  } else {
+    std::shared_ptr<Store> group_store;
+    if (store) group_store = std::make_shared<PrefixStore>("cohort/" + name, store);
+    group = build_group(spec, group_store, static_cast<int>(it - ranks.begin()), ranks, timeout, name,
+                        master_host, number);
+  }
+  if (!options.use_local_synchronization) join_everywhere(store, name, world_size, timeout);
   std::lock_guard<std::mutex> lock(w.mu);
   w.subgroups.push_back(group);
   return group;
+}
+
+void destroy_process_group(const GroupPtr& group) {
+  if (!group) {
+    destroy_process_group();
+    return;
+  }
+  World& w = world();
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (group == w.group) {
+      // The default group: as destroy_process_group() (below, unlocked).
+    } else {
+      auto it = std::find(w.subgroups.begin(), w.subgroups.end(), group);
+      if (it == w.subgroups.end()) {
+        throw InvalidArgument("destroy_process_group: group " + group->name() +
+                              " is not a live group of this process (destroyed already?)");
+      }
+      w.subgroups.erase(it);
+      group->abort("destroy_process_group(" + group->name() + ") was called");
+      return;
+    }
+  }
+  destroy_process_group();
 }
 
 std::shared_ptr<ProcessGroup> shrink_group(const GroupPtr& group, const ShrinkOptions& options) {
@@ -315,8 +400,20 @@ std::shared_ptr<ProcessGroup> shrink_group(const GroupPtr& group, const ShrinkOp
   return shrunk;
 }
 
+namespace {
+// not_a_member is the error of a rank query on a non-member's handle.
+InvalidArgument not_a_member(const char* what, const ProcessGroup& group) {
+  std::string ranks;
+  for (int r : group.global_ranks()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return InvalidArgument(std::string(what) + ": this rank (global rank " + std::to_string(get_rank()) +
+                         ") is not a member of group " + group.name() + " (global ranks " + ranks +
+                         "); its handle cannot map ranks");
+}
+}  // namespace
+
 int get_group_rank(const GroupPtr& group, int global_rank) {
   if (!group) throw InvalidArgument("get_group_rank: the group is null (this rank is not a member)");
+  if (!group->is_member()) throw not_a_member("get_group_rank", *group);
   const auto& r = group->global_ranks();
   auto it = std::find(r.begin(), r.end(), global_rank);
   if (it == r.end()) {
@@ -328,6 +425,7 @@ int get_group_rank(const GroupPtr& group, int global_rank) {
 
 int get_global_rank(const GroupPtr& group, int group_rank) {
   if (!group) throw InvalidArgument("get_global_rank: the group is null (this rank is not a member)");
+  if (!group->is_member()) throw not_a_member("get_global_rank", *group);
   if (group_rank < 0 || group_rank >= group->size()) {
     throw InvalidArgument("get_global_rank: group rank " + std::to_string(group_rank) +
                           " is out of range for group " + group->name() + " of " +
@@ -342,10 +440,18 @@ std::vector<int> get_process_group_ranks(const GroupPtr& group) {
 }
 
 // The free functions take global ranks for src/dst/peer, as torch's do.
+namespace {
+// group_rank_of maps a global rank into `g`; on a non-member's handle,
+// whose calls do nothing, it leaves the rank as it is.
+int group_rank_of(const GroupPtr& g, int global_rank) {
+  return g->is_member() ? get_group_rank(g, global_rank) : global_rank;
+}
+}  // namespace
+
 std::shared_ptr<Work> broadcast(const Buffer& b, const BroadcastOptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
   BroadcastOptions local = o;
-  local.src = get_group_rank(g, o.src);
+  local.src = group_rank_of(g, o.src);
   return g->broadcast(b, local);
 }
 std::shared_ptr<Work> all_reduce(const Buffer& b, const AllReduceOptions& o, const GroupPtr& group) {
@@ -358,7 +464,7 @@ std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Buffer>& buffers, c
 std::shared_ptr<Work> reduce(const Buffer& b, const ReduceOptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
   ReduceOptions local = o;
-  local.dst = get_group_rank(g, o.dst);
+  local.dst = group_rank_of(g, o.dst);
   return g->reduce(b, local);
 }
 std::shared_ptr<Work> all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
@@ -373,14 +479,14 @@ std::shared_ptr<Work> gather(const std::vector<Buffer>& outputs, const Buffer& i
                              const GroupPtr& group) {
   GroupPtr g = resolve(group);
   GatherOptions local = o;
-  local.dst = get_group_rank(g, o.dst);
+  local.dst = group_rank_of(g, o.dst);
   return g->gather(outputs, input, local);
 }
 std::shared_ptr<Work> scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                               const ScatterOptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
   ScatterOptions local = o;
-  local.src = get_group_rank(g, o.src);
+  local.src = group_rank_of(g, o.src);
   return g->scatter(output, inputs, local);
 }
 std::shared_ptr<Work> reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
@@ -409,24 +515,24 @@ void monitored_barrier(const BarrierOptions& o, bool wait_all_ranks, const Group
 }
 std::shared_ptr<Work> send(const Buffer& b, int dst, const P2POptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
-  return g->send(b, get_group_rank(g, dst), o);
+  return g->send(b, group_rank_of(g, dst), o);
 }
 std::shared_ptr<Work> recv(const Buffer& b, int src, const P2POptions& o, const GroupPtr& group) {
   GroupPtr g = resolve(group);
-  return g->recv(b, src == kAnySourceRank ? kAnySourceRank : get_group_rank(g, src), o);
+  return g->recv(b, src == kAnySourceRank ? kAnySourceRank : group_rank_of(g, src), o);
 }
 std::shared_ptr<Work> isend(const Buffer& b, int dst, int tag, const GroupPtr& group) {
   GroupPtr g = resolve(group);
-  return g->isend(b, get_group_rank(g, dst), tag);
+  return g->isend(b, group_rank_of(g, dst), tag);
 }
 std::shared_ptr<Work> irecv(const Buffer& b, int src, int tag, const GroupPtr& group) {
   GroupPtr g = resolve(group);
-  return g->irecv(b, src == kAnySourceRank ? kAnySourceRank : get_group_rank(g, src), tag);
+  return g->irecv(b, src == kAnySourceRank ? kAnySourceRank : group_rank_of(g, src), tag);
 }
 std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops, const GroupPtr& group) {
   GroupPtr g = resolve(group);
   std::vector<P2POp> local = ops;
-  for (auto& op : local) op.peer = get_group_rank(g, op.peer);
+  for (auto& op : local) op.peer = group_rank_of(g, op.peer);
   return g->batch_isend_irecv(local);
 }
 

@@ -56,7 +56,19 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vect
   worker_ = std::thread([this] { worker_loop(); });
 }
 
+ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, std::string name)
+    : rank_(-1),
+      global_ranks_(std::move(global_ranks)),
+      name_(std::move(name)),
+      timeout_(0),
+      done_work_(completed_work()) {}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::non_member(std::vector<int> global_ranks, std::string name) {
+  return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMemberTag{}, std::move(global_ranks), std::move(name)));
+}
+
 ProcessGroup::~ProcessGroup() {
+  if (!is_member()) return;  // no worker, no backend
   {
     std::lock_guard<std::mutex> lock(mu_);
     gate_.fetch_or(kStopping);
@@ -70,7 +82,7 @@ ProcessGroup::~ProcessGroup() {
 }
 
 std::string ProcessGroup::backend_name() const {
-  return backend_->name();
+  return is_member() ? backend_->name() : std::string();
 }
 
 void ProcessGroup::check_rank(int r, const char* what) const {
@@ -137,7 +149,7 @@ void ProcessGroup::worker_loop() {
 }
 
 void ProcessGroup::run_task(Work& work, const Task& task) {
-  if (broken_) return work.complete(broken_);
+  if (std::exception_ptr refused = refusal()) return work.complete(refused);
   try {
     task();
   } catch (...) {
@@ -239,15 +251,38 @@ void ProcessGroup::mark_broken(std::exception_ptr error, const std::string& what
 }
 
 void ProcessGroup::abort(const std::string& reason) {
-  backend_->abort(Status(StatusCode::kNetworkError, "group " + name_ + " was aborted: " + reason));
+  if (!is_member()) return;
+  const Status status(StatusCode::kNetworkError, "group " + name_ + " was aborted: " + reason);
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (!abort_error_) abort_error_ = status_exception(status);
+  }
+  aborted_.store(true, std::memory_order_release);
+  backend_->abort(status);
+}
+
+std::exception_ptr ProcessGroup::refusal() {
+  // An operation that needs nothing of the transport (a shared-memory
+  // collective whose peers all arrive) would not see the backend's abort:
+  // the driving thread takes it in here, before running anything.
+  if (!broken_ && aborted_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    broken_ = abort_error_;
+  }
+  return broken_;
 }
 
 std::vector<int> ProcessGroup::lost_ranks() const {
+  if (!is_member()) return {};
   return backend_->lost_peers();
 }
 
 std::shared_ptr<SymmetricMemory> ProcessGroup::alloc_symmetric(size_t bytes,
                                                                std::chrono::milliseconds timeout) {
+  if (!is_member()) {
+    throw InvalidArgument("alloc_symmetric: this rank is not a member of group " + name_ +
+                          " (its handle came from new_group on a rank outside it)");
+  }
   const uint64_t id = ++symmetric_allocations_;
   const auto limit = timeout.count() > 0 ? timeout : timeout_;
   auto block = backend_->alloc_symmetric(store_.get(), id, bytes, Deadline::after(limit));
@@ -260,6 +295,7 @@ std::shared_ptr<SymmetricMemory> ProcessGroup::alloc_symmetric(size_t bytes,
 }
 
 bool ProcessGroup::can_shrink() const {
+  if (!is_member()) return false;
   return backend_->can_shrink() && store_ != nullptr;
 }
 

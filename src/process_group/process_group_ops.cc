@@ -113,7 +113,7 @@ std::shared_ptr<Work> ProcessGroup::collective(std::string_view op, const OpShap
     describe_into(&inline_what_, &inline_sequence_, &inline_op_, op, sequence, name_);
     OpContext context{sequence, deadline, &inline_what_, nullptr};
     const TraceTicket ticket = trace_->recorder().began(op, shape, sequence, start);
-    std::exception_ptr error = broken_;
+    std::exception_ptr error = refusal();
     if (!error) {
       try {
         run(context, &error);
@@ -146,6 +146,7 @@ std::shared_ptr<Work> ProcessGroup::collective(std::string_view op, const OpShap
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const BroadcastOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "broadcast";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.src, "broadcast src");
@@ -159,6 +160,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const Broadc
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllReduceOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "all_reduce";
   check_buffer(op, buffer, "buffer", *backend_);
   check_reduce(op, buffer, o.op);
@@ -173,6 +175,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllRe
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffer>& buffers,
                                                          const AllReduceOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "all_reduce_coalesced";
   if (buffers.empty()) bad(op, "buffers is empty; give at least one buffer");
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -199,6 +202,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffe
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "reduce";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(o.dst, "reduce dst");
@@ -216,6 +220,7 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOpt
 
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                                const AllGatherOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "all_gather";
   check_buffer(op, input, "input", *backend_);
   check_list(op, outputs, "outputs", size(), *backend_);
@@ -237,6 +242,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
 
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output, const Buffer& input,
                                                            const AllGatherOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "all_gather_into_tensor";
   check_buffer(op, input, "input", *backend_);
   check_buffer(op, output, "output", *backend_);
@@ -261,6 +267,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
 
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                            const GatherOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "gather";
   check_buffer(op, input, "input", *backend_);
   check_rank(o.dst, "gather dst");
@@ -288,6 +295,7 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
 
 std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                             const ScatterOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "scatter";
   check_buffer(op, output, "output", *backend_);
   check_rank(o.src, "scatter src");
@@ -315,6 +323,7 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                                    const ReduceScatterOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "reduce_scatter";
   check_buffer(op, output, "output", *backend_);
   check_list(op, inputs, "inputs", size(), *backend_);
@@ -338,6 +347,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, const Buffer& input,
                                                           const ReduceScatterOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "reduce_scatter_tensor";
   check_buffer(op, output, "output", *backend_);
   check_buffer(op, input, "input", *backend_);
@@ -364,6 +374,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
 
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs,
                                                const std::vector<Buffer>& inputs, const AllToAllOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "all_to_all";
   check_list(op, outputs, "outputs", size(), *backend_);
   check_list(op, inputs, "inputs", size(), *backend_);
@@ -389,6 +400,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
                                                       const std::vector<size_t>& output_split_sizes,
                                                       const std::vector<size_t>& input_split_sizes,
                                                       const AllToAllOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "all_to_all_single";
   check_buffer(op, output, "output", *backend_);
   check_buffer(op, input, "input", *backend_);
@@ -442,6 +454,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   return collective("barrier", OpShape{}, o, [this](const OpContext& c, std::exception_ptr* e) {
     if (desync_ && !agree(Fingerprint(CollectiveOp::kBarrier), c, e)) return;
     fail_on(backend_->barrier(c), e);
@@ -453,6 +466,7 @@ std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
 constexpr int kMonitoredBarrierTag = -0x4d4f4e;  // "MON"
 
 void ProcessGroup::monitored_barrier(const BarrierOptions& o, bool wait_all_ranks) {
+  if (!is_member()) return;
   if (size() == 1) return;
   const auto timeout = o.timeout.count() > 0 ? o.timeout : timeout_;
   P2POptions p;
@@ -515,7 +529,7 @@ std::shared_ptr<Work> ProcessGroup::point_to_point(std::string_view description,
     throw;
   }
   trace_->recorder().started(context.trace);
-  std::exception_ptr error = broken_;
+  std::exception_ptr error = refusal();
   int source = -1;
   if (!error) {
     try {
@@ -534,6 +548,7 @@ std::shared_ptr<Work> ProcessGroup::point_to_point(std::string_view description,
 }
 
 std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2POptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "send";
   check_buffer(op, buffer, "buffer", *backend_);
   check_rank(dst, "send dst");
@@ -556,6 +571,7 @@ std::shared_ptr<Work> ProcessGroup::send(const Buffer& buffer, int dst, const P2
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2POptions& o) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   const std::string_view op = "recv";
   check_buffer(op, buffer, "buffer", *backend_);
   if (src != kAnySourceRank) {
@@ -581,6 +597,7 @@ std::shared_ptr<Work> ProcessGroup::recv(const Buffer& buffer, int src, const P2
 }
 
 std::shared_ptr<Work> ProcessGroup::isend(const Buffer& buffer, int dst, int tag) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   P2POptions o;
   o.tag = tag;
   o.async_op = true;
@@ -588,6 +605,7 @@ std::shared_ptr<Work> ProcessGroup::isend(const Buffer& buffer, int dst, int tag
 }
 
 std::shared_ptr<Work> ProcessGroup::irecv(const Buffer& buffer, int src, int tag) {
+  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
   P2POptions o;
   o.tag = tag;
   o.async_op = true;
@@ -595,6 +613,7 @@ std::shared_ptr<Work> ProcessGroup::irecv(const Buffer& buffer, int src, int tag
 }
 
 std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
+  if (!is_member()) return std::vector<std::shared_ptr<Work>>(ops.size(), done_work_);
   if (ops.empty()) throw InvalidArgument("batch_isend_irecv: the list of operations is empty");
   std::vector<std::shared_ptr<Work>> works;
   // Each is posted without waiting, in order, on the one worker: they are

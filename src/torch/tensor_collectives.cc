@@ -116,6 +116,15 @@ std::shared_ptr<Work> all_reduce(const at::Tensor& tensor, ReduceOp op, const Gr
   return keep_alive(all_reduce(to_buffer(tensor, "all_reduce's tensor"), o, group), {tensor});
 }
 
+std::shared_ptr<Work> all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op,
+                                           const GroupPtr& group, bool async_op) {
+  AllReduceOptions o;
+  o.op = op;
+  o.async_op = async_op;
+  return keep_alive(all_reduce_coalesced(to_buffers(tensors, "all_reduce_coalesced's tensor"), o, group),
+                    tensors);
+}
+
 std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int src, const GroupPtr& group, bool async_op) {
   BroadcastOptions o;
   o.src = src;
@@ -245,8 +254,9 @@ int recv(const at::Tensor& tensor, int src, const GroupPtr& group, int tag) {
   P2POptions o;
   o.tag = tag;
   auto work = recv(to_buffer(tensor, "recv's tensor"), src, o, group);
-  const int from = work->source_rank();
   const GroupPtr g = group ? group : default_group();
+  if (!g->is_member()) return -1;
+  const int from = work->source_rank();
   return from >= 0 ? get_global_rank(g, from) : src;
 }
 
@@ -256,6 +266,20 @@ std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, const GroupPtr& g
 
 std::shared_ptr<Work> irecv(const at::Tensor& tensor, int src, const GroupPtr& group, int tag) {
   return keep_alive(irecv(to_buffer(tensor, "irecv's tensor"), src, tag, group), {tensor});
+}
+
+std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<TensorP2POp>& ops,
+                                                     const GroupPtr& group) {
+  std::vector<P2POp> buffers;
+  buffers.reserve(ops.size());
+  for (const auto& op : ops) {
+    buffers.push_back(P2POp{op.kind, to_buffer(op.tensor, op.kind == P2POp::kSend ? "isend's tensor"
+                                                                                   : "irecv's tensor"),
+                            op.peer, op.tag});
+  }
+  std::vector<std::shared_ptr<Work>> works = batch_isend_irecv(buffers, group);
+  for (size_t i = 0; i < works.size(); ++i) keep_alive(works[i], {ops[i].tensor});
+  return works;
 }
 
 }  // namespace cohort

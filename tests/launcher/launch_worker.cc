@@ -45,6 +45,13 @@ int env_int(const char* name) {
 
 int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Under cohort-launch without --use-env the first argument is
+  // --local-rank=N, as torch.distributed.launch passes it: say so.
+  if (!args.empty() && args[0].rfind("--local-rank=", 0) == 0) {
+    std::printf("argument %s\n", args[0].c_str());
+    std::fflush(stdout);
+    args.erase(args.begin());
+  }
   if (args.empty()) return 2;
   const std::string mode = args[0];
   const int rank = env_int("RANK");

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -104,6 +105,53 @@ TEST(LauncherTest, BadFlagsExitWithUsageCode) {
   EXPECT_NE(r.output.find("zookeeper"), std::string::npos) << r.output;
   Subprocess p({binary_path("tools/cohortrun"), "--standalone", "/no/such/program"});
   EXPECT_EQ(p.wait(), 4);
+}
+
+TEST(LauncherTest, TorchrunFlagsItCannotHonourAreRefusedByName) {
+  for (const std::string flag : {"--numa-binding node", "--virtual-local-rank yes", "--logs-specs mine",
+                                 "--duplicate-stdout-filters apple", "--duplicate_stderr_filters pear",
+                                 "--event-log-handler console", "--start-method thread",
+                                 "--signals-to-handle SIGSEGV", "--shutdown-timeout -3", "--no-such-flag 1"}) {
+    LaunchResult r = launch("--standalone " + flag, "env");
+    EXPECT_EQ(r.code, 2) << flag << "\n" << r.output;
+    std::string name = flag.substr(0, flag.find(' '));
+    std::replace(name.begin() + 2, name.end(), '_', '-');  // named as torchrun's help spells it
+    EXPECT_NE(r.output.find(name), std::string::npos) << flag << "\n" << r.output;
+  }
+}
+
+TEST(LauncherTest, TorchrunFlagsItHonourAreAccepted) {
+  LaunchResult r = launch("--standalone --nproc-per-node 2 --start-method fork --event-log-handler null "
+                          "--signals-to-handle SIGTERM,SIGINT,SIGUSR1 --shutdown-timeout 1 --use-env",
+                          "env");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank1]: LOCAL_RANK=1\n"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("argument --local-rank"), std::string::npos) << "cohortrun passes no --local-rank\n"
+                                                                       << r.output;
+}
+
+// launch_as runs the test worker under tools/cohort-launch (cohortrun as
+// torch.distributed.launch) with `flags`.
+LaunchResult launch_as_torch_launch(const std::string& flags) {
+  Subprocess p({"/bin/sh", "-c",
+                "exec " + quote(binary_path("tools/cohort-launch")) + " --standalone --nproc-per-node 2 " + flags +
+                    " " + quote(binary_path("tests/launch_worker")) + " env 2>&1"});
+  LaunchResult r;
+  r.output = p.read_all(100s);
+  r.code = p.wait();
+  return r;
+}
+
+TEST(LauncherTest, CohortLaunchPassesLocalRankAsTorchDistributedLaunchDoesUnlessUseEnv) {
+  LaunchResult r = launch_as_torch_launch("");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank0]: argument --local-rank=0\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank1]: argument --local-rank=1\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank1]: LOCAL_RANK=1\n"), std::string::npos) << r.output;
+  r = launch_as_torch_launch("--use-env");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("argument --local-rank"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank1]: LOCAL_RANK=1\n"), std::string::npos) << r.output;
 }
 
 TEST(LauncherTest, FailingExitCodeStopsTheOthersAndNamesTheRootCause) {

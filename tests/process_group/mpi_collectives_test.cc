@@ -44,7 +44,7 @@ std::string check_name(const ::testing::TestParamInfo<size_t>& param) {
 INSTANTIATE_TEST_SUITE_P(Backend, MpiMatrix, ::testing::Range(size_t{0}, collective_checks().size()),
                          check_name);
 
-TEST(MpiGroups, NewGroupOfReversedRanksAndNonMembersGetNull) {
+TEST(MpiGroups, NewGroupSortsReversedRanksAndNonMembersGetAHandleThatIsNotAMember) {
   const int world = get_world_size(), me = get_rank();
   // Every rank but the last, in reverse order.
   std::vector<int> ranks;
@@ -52,16 +52,24 @@ TEST(MpiGroups, NewGroupOfReversedRanksAndNonMembersGetNull) {
   if (ranks.empty()) ranks.push_back(0);
   auto group = new_group(ranks);
   const bool member = std::find(ranks.begin(), ranks.end(), me) != ranks.end();
-  ASSERT_EQ(group != nullptr, member);
+  ASSERT_NE(group, nullptr);
+  ASSERT_EQ(group->is_member(), member);
+  // As torch: group rank i is the i-th smallest global rank.
+  EXPECT_EQ(get_process_group_ranks(group), std::vector<int>(ranks.rbegin(), ranks.rend()));
+  if (!member) {
+    EXPECT_EQ(get_rank(group), -1);
+    EXPECT_EQ(get_world_size(group), -1);
+  }
   if (member) {
     EXPECT_EQ(group->size(), static_cast<int>(ranks.size()));
+    EXPECT_EQ(group->rank(), me);
     EXPECT_EQ(get_global_rank(group, group->rank()), me);
     std::vector<int64_t> v(1001, me + 1);
     group->all_reduce(Buffer::of(v));
     int64_t want = 0;
     for (int r : ranks) want += r + 1;
     EXPECT_EQ(v[1000], want);
-    // Group rank 0 is the first listed (global rank world - 2).
+    // Group rank 0 is global rank 0 (the smallest), although listed last.
     std::vector<int32_t> b(5, group->rank() == 0 ? 42 : -1);
     group->broadcast(Buffer::of(b));
     EXPECT_EQ(b[4], 42);

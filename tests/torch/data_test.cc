@@ -47,6 +47,41 @@ TEST(TensorCollectives, TakeTensorsWithTorchSignatures) {
   });
 }
 
+TEST(TensorCollectives, BatchIsendIrecvAndAllReduceCoalescedTakeTorchsArguments) {
+  run_torch_ranks(3, [](const GroupPtr& g) {
+    const int rank = g->rank(), next = (rank + 1) % 3, prev = (rank + 2) % 3;
+    at::Tensor to_next = torch::full({4}, static_cast<float>(rank));
+    at::Tensor from_prev = torch::zeros({4});
+    auto works = batch_isend_irecv(
+        {TensorP2POp{P2POp::kRecv, from_prev, prev}, TensorP2POp{P2POp::kSend, to_next, next}}, g);
+    ASSERT_EQ(works.size(), 2u);
+    for (auto& w : works) w->wait();
+    EXPECT_TRUE(torch::equal(from_prev, torch::full({4}, static_cast<float>(prev))));
+
+    std::vector<at::Tensor> parts = {torch::full({2, 2}, static_cast<double>(rank), torch::kFloat64),
+                                     torch::full({3}, static_cast<double>(10 * rank), torch::kFloat64)};
+    all_reduce_coalesced(parts, ReduceOp::MAX, g, true)->wait();
+    EXPECT_TRUE(torch::equal(parts[0], torch::full({2, 2}, 2.0, torch::kFloat64)));
+    EXPECT_TRUE(torch::equal(parts[1], torch::full({3}, 20.0, torch::kFloat64)));
+  });
+}
+
+TEST(TensorCollectives, OnAGroupThisRankIsNotInEveryCallDoesNothing) {
+  // What new_group hands a rank outside the group (its global ranks 1, 2).
+  const GroupPtr outside = ProcessGroup::non_member({1, 2}, "group_1");
+  at::Tensor t = torch::full({3}, 5.0f);
+  EXPECT_TRUE(all_reduce(t, ReduceOp::SUM, outside)->is_completed());
+  EXPECT_TRUE(all_reduce_coalesced({t}, ReduceOp::SUM, outside)->is_completed());
+  EXPECT_TRUE(broadcast(t, 1, outside)->is_completed());
+  EXPECT_EQ(recv(t, 1, outside), -1);  // torch's recv returns -1 there too
+  auto works = batch_isend_irecv({TensorP2POp{P2POp::kSend, t, 2}}, outside);
+  ASSERT_EQ(works.size(), 1u);
+  EXPECT_TRUE(works[0]->is_completed());
+  EXPECT_TRUE(torch::equal(t, torch::full({3}, 5.0f)));
+  EXPECT_EQ(outside->rank(), -1);
+  EXPECT_EQ(outside->size(), -1);
+}
+
 TEST(TensorCollectives, RejectWhatTheyCannotSendByName) {
   try {
     to_buffer(torch::ones({4, 4}).t(), "all_reduce's tensor");

@@ -1,0 +1,74 @@
+// Groups as torch has them, with ranks as real processes (the module-level
+// API is per process): a non-member's handle, sorted ranks, torch's
+// default synchronisation of new_group and use_local_synchronization, a
+// rank that never calls new_group, backend queries, destroying one group.
+// The ranks are tests/groups_worker (its modes say what each checks).
+#include <gtest/gtest.h>
+
+#include "support/ports.h"
+#include "support/subprocess.h"
+
+namespace cohort::testing {
+namespace {
+
+// run_groups runs 4 groups_worker ranks in `mode` and returns each one's
+// output, after checking that every rank said "ok" and exited 0.
+std::vector<std::string> run_groups(const std::string& mode, const std::vector<std::string>& extra_env = {}) {
+  const uint16_t port = free_port();
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + std::to_string(port)};
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    ranks.push_back(std::make_unique<Subprocess>(std::vector<std::string>{binary_path("tests/groups_worker"), mode},
+                                                 env));
+  }
+  std::vector<std::string> out;
+  for (int r = 0; r < 4; ++r) {
+    out.push_back(ranks[r]->read_all(std::chrono::seconds(90)));
+    EXPECT_EQ(ranks[r]->wait(), 0) << "rank " << r << ": " << out.back();
+    EXPECT_NE(out.back().find("rank " + std::to_string(r) + " ok"), std::string::npos) << out.back();
+  }
+  return out;
+}
+
+TEST(GroupsAsTorch, NonMembersGetAHandleWhoseCallsDoNothingAndMembersSum) {
+  auto out = run_groups("semantics");
+  EXPECT_NE(out[0].find("member 0"), std::string::npos) << out[0];
+  EXPECT_NE(out[1].find("member 1"), std::string::npos) << out[1];
+  EXPECT_NE(out[0].find("elastic 0"), std::string::npos) << out[0];
+}
+
+TEST(GroupsAsTorch, BackendQueriesSayWhatThisBuildHasAndWhoLaunched) {
+  auto out = run_groups("semantics", {"TORCHELASTIC_RUN_ID=job-7"});
+#ifdef COHORT_TEST_HAVE_MPI
+  const std::string mpi = "mpi 1";
+#else
+  const std::string mpi = "mpi 0";
+#endif
+#ifdef COHORT_TEST_HAVE_NCCL
+  const std::string nccl = "nccl 1";
+#else
+  const std::string nccl = "nccl 0";
+#endif
+  for (const auto& o : out) {
+    EXPECT_NE(o.find(mpi), std::string::npos) << o;
+    EXPECT_NE(o.find(nccl), std::string::npos) << o;
+    EXPECT_NE(o.find("elastic 1"), std::string::npos) << o;
+  }
+}
+
+TEST(GroupsAsTorch, NewGroupWaitsForEveryRankOfTheJobByDefault) {
+  run_groups("global-sync");
+}
+
+TEST(GroupsAsTorch, LocalSynchronizationLetsNonMembersGoOn) {
+  run_groups("local-sync");
+}
+
+TEST(GroupsAsTorch, ARankThatNeverCallsNewGroupIsATimeoutThatCountsTheRanks) {
+  run_groups("absent");
+}
+
+}  // namespace
+}  // namespace cohort::testing

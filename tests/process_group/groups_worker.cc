@@ -1,0 +1,172 @@
+// groups_worker: one rank of the tests of groups as torch has them
+// (groups_process_test.cc), at 4 ranks joined by env://.
+//
+//   groups_worker MODE
+//
+// Modes:
+//   semantics   new_group({3, 1}): sorted ranks; ranks 0 and 2 get a handle
+//               that is not a member, whose calls do nothing and whose
+//               rank queries say -1 or throw naming the rank; members sum;
+//               backend queries; destroy_process_group(group) of one group
+//   global-sync new_group with torch's default synchronisation: no rank
+//               returns before rank 3, which comes late, has called it
+//   local-sync  new_group({0, 1}) with use_local_synchronization: ranks 0, 1
+//               and 2 return without rank 3, which calls it only after they
+//               did (else the job would time out)
+//   absent      rank 3 never calls new_group: the others get TimeoutError
+//               saying how many ranks called it
+// Prints "rank R ok: ..." and exits 0 when the rank saw what it should,
+// else prints what was wrong and exits 1.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cohort/distributed.h"
+#include "cohort/errors.h"
+
+using namespace cohort;
+
+namespace {
+
+int fail(int rank, const std::string& what) {
+  std::printf("rank %d wrong: %s\n", rank, what.c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+// throws_invalid runs `call` and returns the InvalidArgument's message, or
+// "" when it did not throw one.
+template <class Call>
+std::string throws_invalid(Call call) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int semantics(int rank) {
+  auto group = new_group({3, 1});
+  const bool member = rank == 1 || rank == 3;
+  if (!group || group->is_member() != member) return fail(rank, "membership");
+  if (get_process_group_ranks(group) != std::vector<int>{1, 3}) return fail(rank, "ranks not sorted");
+  int32_t x = rank + 1;
+  std::vector<float> p2p(3, float(rank));
+  auto work = all_reduce(Buffer::of(&x, 1), {}, group);
+  if (!work->is_completed() || !work->is_success()) return fail(rank, "all_reduce's Work");
+  if (!member) {
+    if (x != rank + 1) return fail(rank, "a non-member's all_reduce changed its buffer");
+    if (get_rank(group) != -1 || get_world_size(group) != -1) return fail(rank, "rank and size not -1");
+    // Point-to-point and the rest do nothing either, whatever the peer.
+    if (!isend(Buffer::of(p2p), 3, 0, group)->is_completed()) return fail(rank, "isend");
+    recv(Buffer::of(p2p), 1, {}, group);
+    barrier({}, group);
+    broadcast(Buffer::of(p2p), {}, group);
+    if (p2p[0] != float(rank)) return fail(rank, "a non-member's recv or broadcast wrote");
+    const std::string rank_error = throws_invalid([&] { get_group_rank(group, 1); });
+    if (rank_error.find("global rank " + std::to_string(rank)) == std::string::npos ||
+        rank_error.find("group_1") == std::string::npos)
+      return fail(rank, "get_group_rank said '" + rank_error + "'");
+    if (throws_invalid([&] { get_backend(group); }).empty()) return fail(rank, "get_backend of a non-member");
+    if (throws_invalid([&] { group->alloc_symmetric(64); }).empty()) return fail(rank, "alloc_symmetric");
+  } else {
+    if (x != 2 + 4) return fail(rank, "sum " + std::to_string(x));
+    if (group->rank() != (rank == 1 ? 0 : 1)) return fail(rank, "group rank");
+    if (get_backend(group) != BackendName::kCohort) return fail(rank, "get_backend " + get_backend(group));
+  }
+  if (get_backend() != "cohort" || !is_available()) return fail(rank, "default group's backend");
+  // A second group, destroyed alone: its calls fail, the default group and
+  // the first group work on.
+  auto doomed = new_group({0, 1, 2, 3});
+  destroy_process_group(doomed);
+  bool refused = false;
+  try {
+    int32_t y = 1;
+    all_reduce(Buffer::of(&y, 1), {}, doomed);
+  } catch (const Error&) {
+    refused = true;
+  }
+  if (!refused) return fail(rank, "a destroyed group ran an all_reduce");
+  if (throws_invalid([&] { destroy_process_group(doomed); }).empty()) return fail(rank, "destroyed twice");
+  int32_t z = 1;
+  all_reduce(Buffer::of(&z, 1));
+  if (z != 4) return fail(rank, "the default group after destroying another");
+  // A backend name torch does not know is refused on every rank alike.
+  NewGroupOptions odd;
+  odd.backend = "carrier-pigeon";
+  if (throws_invalid([&] { new_group({0, 1}, odd); }).find("carrier-pigeon") == std::string::npos)
+    return fail(rank, "an unknown backend");
+  std::printf("rank %d ok: member %d mpi %d nccl %d elastic %d\n", rank, int(member), int(is_mpi_available()),
+              int(is_nccl_available()), int(is_torchelastic_launched()));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const std::string mode = argv[1];
+  InitOptions init;
+  init.timeout = std::chrono::seconds(60);
+  try {
+    init_process_group(init);
+    const int rank = get_rank();
+    if (mode == "semantics") {
+      const int code = semantics(rank);
+      destroy_process_group();
+      return code;
+    }
+    // The default group's store orders the ranks below: a key set there
+    // by one rank is seen by every other.
+    Store& store = *default_group()->store();
+    if (mode == "global-sync") {
+      if (rank == 3) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        store.set("late rank called", to_bytes("yes"));
+      }
+      auto group = new_group({0, 1});
+      if (!store.check({"late rank called"})) return fail(rank, "new_group returned before rank 3 called it");
+    } else if (mode == "local-sync") {
+      NewGroupOptions local;
+      local.use_local_synchronization = true;
+      if (rank == 3) store.wait({"others returned"}, std::chrono::seconds(30));
+      auto group = new_group({0, 1}, local);
+      if (rank == 2) store.set("others returned", to_bytes("yes"));
+      int32_t x = 1;
+      all_reduce(Buffer::of(&x, 1), {}, group);
+      if (x != (rank < 2 ? 2 : 1)) return fail(rank, "sum " + std::to_string(x));
+    } else if (mode == "absent") {
+      if (rank != 3) {
+        NewGroupOptions o;
+        o.timeout = std::chrono::seconds(2);
+        try {
+          new_group({0, 1}, o);
+          return fail(rank, "new_group returned without rank 3");
+        } catch (const TimeoutError& e) {
+          if (std::string(e.what()).find("3 of 4 ranks called new_group") == std::string::npos)
+            return fail(rank, e.what());
+        }
+      }
+      // Rank 0 hosts the store: it leaves last, so that nobody's wait
+      // above ends in a StoreError instead of the TimeoutError.
+      if (store.add("finished", 1) == 4) store.set("all finished", to_bytes("yes"));
+      if (rank == 0) store.wait({"all finished"}, std::chrono::seconds(30));
+      std::printf("rank %d ok: absent\n", rank);
+      std::fflush(stdout);
+      _Exit(0);  // no final barrier: the others' group_1 is half made
+    } else {
+      return 2;
+    }
+    barrier();
+    destroy_process_group();
+    std::printf("rank %d ok: %s\n", rank, mode.c_str());
+    return 0;
+  } catch (const Error& e) {
+    std::printf("rank %s wrong: %s\n", std::getenv("RANK"), e.what());
+    return 1;
+  }
+}
