@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cohort/distributed.h"
+#include "cohort/object_collectives.h"
 
 namespace cohort {
 
@@ -76,6 +77,19 @@ int recv(const at::Tensor& tensor, int src = kAnySourceRank, const GroupPtr& gro
 std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, const GroupPtr& group = nullptr, int tag = 0);
 std::shared_ptr<Work> irecv(const at::Tensor& tensor, int src = kAnySourceRank,
                             const GroupPtr& group = nullptr, int tag = 0);
+
+// The object collectives of cohort/object_collectives.h for torch::IValue
+// (tensors, scalars, strings, lists, dicts, tuples), each serialized with
+// torch's pickler (torch::pickle_save, the format torch::pickle_load and
+// torch.load read); same arguments and semantics.
+void all_gather_object(std::vector<c10::IValue>& object_list, const c10::IValue& obj,
+                       const GroupPtr& group = nullptr);
+void broadcast_object_list(std::vector<c10::IValue>& object_list, int src = 0, const GroupPtr& group = nullptr);
+void gather_object(const c10::IValue& obj, std::vector<c10::IValue>* object_gather_list, int dst = 0,
+                   const GroupPtr& group = nullptr);
+void scatter_object_list(std::vector<c10::IValue>& scatter_object_output_list,
+                         const std::vector<c10::IValue>& scatter_object_input_list, int src = 0,
+                         const GroupPtr& group = nullptr);
 
 // TensorP2POp is one entry of batch_isend_irecv, torch's
 // P2POp(dist.isend or dist.irecv, tensor, peer, tag): `peer` is a global

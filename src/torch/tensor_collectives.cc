@@ -1,5 +1,7 @@
 // tensor_collectives.cc: at::Tensor adapters over the Buffer API, with
 // torch.distributed's signatures (see include/cohort/tensor.h).
+#include <torch/serialize.h>
+
 #include <sstream>
 
 #include "cohort/errors.h"
@@ -280,6 +282,65 @@ std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<TensorP2P
   std::vector<std::shared_ptr<Work>> works = batch_isend_irecv(buffers, group);
   for (size_t i = 0; i < works.size(); ++i) keep_alive(works[i], {ops[i].tensor});
   return works;
+}
+
+namespace {
+
+Bytes pickled(const c10::IValue& value) {
+  const std::vector<char> bytes = torch::pickle_save(value);
+  return Bytes(bytes.begin(), bytes.end());
+}
+
+c10::IValue unpickled(const Bytes& bytes) {
+  return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+}
+
+std::vector<Bytes> pickled_all(const std::vector<c10::IValue>& values) {
+  std::vector<Bytes> out;
+  out.reserve(values.size());
+  for (const auto& v : values) out.push_back(pickled(v));
+  return out;
+}
+
+void unpickle_into(const std::vector<Bytes>& bytes, std::vector<c10::IValue>& values) {
+  for (size_t i = 0; i < bytes.size() && i < values.size(); ++i) values[i] = unpickled(bytes[i]);
+}
+
+}  // namespace
+
+void all_gather_object(std::vector<c10::IValue>& object_list, const c10::IValue& obj, const GroupPtr& group) {
+  std::vector<Bytes> bytes(object_list.size());
+  all_gather_object(bytes, pickled(obj), group);
+  if (group && !group->is_member()) return;
+  unpickle_into(bytes, object_list);
+}
+
+void broadcast_object_list(std::vector<c10::IValue>& object_list, int src, const GroupPtr& group) {
+  const GroupPtr g = group ? group : default_group();
+  if (!g->is_member()) return;
+  std::vector<Bytes> bytes =
+      g->rank() == get_group_rank(g, src) ? pickled_all(object_list) : std::vector<Bytes>(object_list.size());
+  broadcast_object_list(bytes, src, g);
+  unpickle_into(bytes, object_list);
+}
+
+void gather_object(const c10::IValue& obj, std::vector<c10::IValue>* object_gather_list, int dst,
+                   const GroupPtr& group) {
+  const GroupPtr g = group ? group : default_group();
+  if (!g->is_member()) return;
+  const bool root = g->rank() == get_group_rank(g, dst);
+  std::vector<Bytes> bytes(root && object_gather_list ? object_gather_list->size() : 0);
+  gather_object(pickled(obj), root && object_gather_list ? &bytes : nullptr, dst, g);
+  if (root) unpickle_into(bytes, *object_gather_list);
+}
+
+void scatter_object_list(std::vector<c10::IValue>& scatter_object_output_list,
+                         const std::vector<c10::IValue>& scatter_object_input_list, int src, const GroupPtr& group) {
+  std::vector<Bytes> out(scatter_object_output_list.size());
+  scatter_object_list(out, pickled_all(scatter_object_input_list), src, group);
+  const GroupPtr g = group ? group : default_group();
+  if (!g->is_member() || out.empty()) return;
+  scatter_object_output_list[0] = unpickled(out[0]);
 }
 
 }  // namespace cohort

@@ -82,6 +82,51 @@ TEST(TensorCollectives, OnAGroupThisRankIsNotInEveryCallDoesNothing) {
   EXPECT_EQ(outside->size(), -1);
 }
 
+TEST(TensorCollectives, ObjectCollectivesCarryIValuesOfEveryKindAndSize) {
+  run_torch_ranks(3, [](const GroupPtr& g) {
+    const int rank = g->rank();
+    // Each rank's object differs in type and size: a string, a tensor, a
+    // dict holding a list and a tensor.
+    auto object_of = [](int r) -> c10::IValue {
+      if (r == 0) return c10::IValue(std::string(100, 'z'));
+      if (r == 1) return c10::IValue(torch::arange(1000, torch::kInt64));
+      c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+      d.insert("steps", c10::IValue(c10::List<int64_t>({1, 2, 3})));
+      d.insert("weights", c10::IValue(torch::full({2, 2}, 0.5)));
+      return c10::IValue(d);
+    };
+    auto same = [&](const c10::IValue& got, int r) {
+      if (r == 0) return got.isString() && got.toStringRef() == std::string(100, 'z');
+      if (r == 1) return got.isTensor() && torch::equal(got.toTensor(), torch::arange(1000, torch::kInt64));
+      if (!got.isGenericDict()) return false;
+      auto d = got.toGenericDict();
+      return d.at("steps").toIntVector() == std::vector<int64_t>{1, 2, 3} &&
+             torch::equal(d.at("weights").toTensor(), torch::full({2, 2}, 0.5));
+    };
+    std::vector<c10::IValue> all(3);
+    all_gather_object(all, object_of(rank), g);
+    for (int q = 0; q < 3; ++q) EXPECT_TRUE(same(all[static_cast<size_t>(q)], q)) << "all_gather from " << q;
+
+    std::vector<c10::IValue> list(2);
+    if (rank == 1) list = {object_of(2), c10::IValue(int64_t{42})};
+    broadcast_object_list(list, /*src=*/1, g);
+    EXPECT_TRUE(same(list[0], 2));
+    EXPECT_EQ(list[1].toInt(), 42);
+
+    std::vector<c10::IValue> gathered(3);
+    gather_object(object_of(rank), rank == 2 ? &gathered : nullptr, /*dst=*/2, g);
+    if (rank == 2) {
+      for (int q = 0; q < 3; ++q) EXPECT_TRUE(same(gathered[static_cast<size_t>(q)], q)) << "gather from " << q;
+    }
+
+    std::vector<c10::IValue> inputs;
+    if (rank == 0) inputs = {object_of(1), object_of(2), object_of(0)};
+    std::vector<c10::IValue> out(1);
+    scatter_object_list(out, inputs, /*src=*/0, g);
+    EXPECT_TRUE(same(out[0], (rank + 1) % 3));
+  });
+}
+
 TEST(TensorCollectives, RejectWhatTheyCannotSendByName) {
   try {
     to_buffer(torch::ones({4, 4}).t(), "all_reduce's tensor");
