@@ -175,7 +175,8 @@ inline constexpr KnobSpec kShmSpinUs{
 inline constexpr KnobSpec kLauncherStopTimeoutS{
     "COHORT_LAUNCHER_STOP_TIMEOUT_S", KnobType::kFloat, "30",
     "Seconds cohortrun waits for workers to exit after SIGTERM (when one failed, or it was told to "
-    "stop) before it kills them with SIGKILL (torchrun's 30)."};
+    "stop) before it kills them with SIGKILL (torchrun's 30); --shutdown-timeout overrides it.",
+    nullptr, false, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
 
 inline constexpr KnobSpec kTraceBufferEntries{
     "COHORT_TRACE_BUFFER_ENTRIES", KnobType::kInt, "2000",
