@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cohort/config.h"
+#include "common/split.h"
 
 namespace {
 
@@ -28,11 +29,9 @@ void print_markdown(const std::vector<cohort::ConfigEntry>& entries) {
               "|---|---|---|---|---|\n");
   for (const auto& e : entries) {
     std::string torch;
-    for (size_t begin = 0; begin < e.torch_names.size();) {
-      size_t end = e.torch_names.find('|', begin);
-      if (end == std::string::npos) end = e.torch_names.size();
-      torch += (torch.empty() ? "`" : ", `") + e.torch_names.substr(begin, end - begin) + "`";
-      begin = end + 1;
+    if (!e.torch_names.empty()) {
+      for (const std::string& name : cohort::split(e.torch_names, '|'))
+        torch += (torch.empty() ? "`" : ", `") + name + "`";
     }
     std::printf("| `%s` | %s | `%s` | %s | %s |\n", e.name.c_str(), e.type.c_str(), e.default_value.c_str(),
                 e.doc.c_str(), torch.c_str());

@@ -13,6 +13,7 @@
 
 #include "cohort/config.h"
 #include "cohort/errors.h"
+#include "common/split.h"
 
 namespace cohort {
 namespace {
@@ -136,13 +137,7 @@ class Registry {
   // validated as the knob's own value would be.
   static std::optional<Value> torch_value(const KnobSpec& knob) {
     if (!knob.torch_names) return std::nullopt;
-    std::string names = knob.torch_names;
-    size_t begin = 0;
-    while (begin <= names.size()) {
-      size_t end = names.find('|', begin);
-      if (end == std::string::npos) end = names.size();
-      const std::string name = names.substr(begin, end - begin);
-      begin = end + 1;
+    for (const std::string& name : split(knob.torch_names, '|')) {
       const char* env = std::getenv(name.c_str());
       if (!env) continue;
       std::string text = env;

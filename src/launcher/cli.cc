@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cohort/errors.h"
+#include "common/split.h"
 #include "launcher/exit_codes.h"
 
 namespace cohort::launcher {
@@ -103,12 +104,7 @@ std::vector<int> signal_numbers(const std::string& text) {
                                                        {"SIGHUP", SIGHUP},   {"SIGQUIT", SIGQUIT},
                                                        {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}};
   std::vector<int> out;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string name = text.substr(begin, end - begin);
-    begin = end + 1;
+  for (const std::string& name : split(text, ',')) {
     int number = 0;
     for (const auto& [known, value] : kKnown)
       if (name == known) number = value;
