@@ -1,6 +1,7 @@
 // The config registry: one declaration per knob, typed values, sources.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -8,6 +9,7 @@
 #include "cohort/config.h"
 #include "cohort/errors.h"
 #include "common/config_registry.h"
+#include "common/split.h"
 #include "common/logging.h"
 
 namespace cohort {
@@ -132,6 +134,32 @@ TEST(ConfigTest, ABadTorchValueNamesTorchsVariableAndTheValueAsWritten) {
     EXPECT_NE(m.find("'LOUD'"), std::string::npos) << m;
   }
   reset_config("COHORT_DEBUG");
+}
+
+TEST(ConfigTest, EveryTorchVariableOfEveryKnobIsRead) {
+  size_t checked = 0;
+  for (const KnobSpec* k : knobs::kAllKnobs) {
+    if (!k->torch_names) continue;
+    // A value of the knob's type, written as torch would (choices in
+    // capitals), different from the default.
+    std::string value = "77", want = "77";
+    if (k->type == KnobType::kString) value = want = "eth77";
+    if (k->type == KnobType::kChoice) {
+      want = split(k->choices, '|').back();
+      value = want;
+      for (char& c : value) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    for (const std::string& name : split(k->torch_names, '|')) {
+      ScopedEnv cohort(k->name, nullptr);
+      ScopedEnv torch(name.c_str(), value.c_str());
+      reset_config(k->name);
+      EXPECT_EQ(entry(config_entries(), k->name).value, want) << name << " for " << k->name;
+      EXPECT_EQ(entry(config_entries(), k->name).source, "environment (" + name + ")");
+      reset_config(k->name);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 5u);  // DEBUG, SOCKET_IFNAME, two for the trace buffer, the stop timeout
 }
 
 TEST(ConfigTest, TorchsNamesAreReadInTheirOrder) {
