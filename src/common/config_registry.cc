@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <iomanip>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -69,7 +71,29 @@ bool in_choices(const KnobSpec& knob, const std::string& v) {
   return false;
 }
 
-// validate throws InvalidArgument when `value` does not fit `knob`'s type.
+bool has_range(const KnobSpec& knob) {
+  return knob.type == KnobType::kInt || knob.type == KnobType::kFloat;
+}
+
+// in_range: finite (strtod takes "inf" and "nan") and within the knob's
+// declared range.
+bool in_range(const KnobSpec& knob, double v) {
+  return std::isfinite(v) && v >= knob.min_value && v <= knob.max_value;
+}
+
+// number_text writes a range end without a trailing ".000000".
+std::string number_text(double v) {
+  std::ostringstream out;
+  out << std::setprecision(15) << v;
+  return out.str();
+}
+
+std::string range_text(const KnobSpec& knob) {
+  return "from " + number_text(knob.min_value) + " to " + number_text(knob.max_value);
+}
+
+// validate throws InvalidArgument when `value` does not fit `knob`'s type
+// (and range).
 void validate(const KnobSpec& knob, const std::string& value, const char* from) {
   bool ok = true;
   bool b;
@@ -80,10 +104,10 @@ void validate(const KnobSpec& knob, const std::string& value, const char* from) 
       ok = parse_bool(value, &b);
       break;
     case KnobType::kInt:
-      ok = parse_int(value, &i);
+      ok = parse_int(value, &i) && in_range(knob, static_cast<double>(i));
       break;
     case KnobType::kFloat:
-      ok = parse_float(value, &d);
+      ok = parse_float(value, &d) && in_range(knob, d);
       break;
     case KnobType::kString:
       break;
@@ -94,6 +118,7 @@ void validate(const KnobSpec& knob, const std::string& value, const char* from) 
   if (!ok) {
     std::string expected = knob.type == KnobType::kChoice ? std::string("one of ") + knob.choices
                                                           : std::string("a ") + type_name(knob.type);
+    if (has_range(knob)) expected += " " + range_text(knob);
     throw InvalidArgument(std::string(knob.name) + " (from " + from + ") is '" +
                           (knob.secret ? "<secret>" : value) + "', expected " + expected);
   }
@@ -213,6 +238,7 @@ std::vector<ConfigEntry> config_entries() {
     if (k->secret) shown = v.text.empty() ? "" : "<set>";
     std::string type = type_name(k->type);
     if (k->type == KnobType::kChoice) type += " (" + std::string(k->choices) + ")";
+    if (has_range(*k)) type += " (" + range_text(*k) + ")";
     out.push_back(ConfigEntry{k->name, type, shown, k->default_value, v.source, k->doc,
                               k->torch_names ? k->torch_names : ""});
   }

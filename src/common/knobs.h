@@ -27,6 +27,11 @@ struct KnobSpec {
   const char* choices = nullptr;
   bool secret = false;
   const char* torch_names = nullptr;
+  // The values a kInt or kFloat knob accepts, both ends included; NaN and
+  // infinities never. A value outside is an error naming the knob, the
+  // value and this range, never "wait forever" or an overflow.
+  double min_value = 0;
+  double max_value = 0;
 };
 
 namespace knobs {
@@ -54,35 +59,42 @@ inline constexpr KnobSpec kStoreToken{
 
 inline constexpr KnobSpec kStoreMaxKeyBytes{
     "COHORT_STORE_MAX_KEY_BYTES", KnobType::kInt, "65536",
-    "Longest key the TcpStore server accepts; a longer one closes the connection."};
+    "Longest key the TcpStore server accepts; a longer one closes the connection.",
+    nullptr, false, nullptr, 1, 1073741824};
 
 inline constexpr KnobSpec kStoreMaxFrameBytes{
     "COHORT_STORE_MAX_FRAME_BYTES", KnobType::kInt, "268435456",
     "Largest TcpStore request (and so value) the server accepts; bounds the memory a client can "
-    "make the server hold for one request."};
+    "make the server hold for one request.",
+    nullptr, false, nullptr, 1024, 1099511627776};
 
 inline constexpr KnobSpec kStoreMaxOutputBytes{
     "COHORT_STORE_MAX_OUTPUT_BYTES", KnobType::kInt, "1048576",
     "Unsent reply bytes after which the TcpStore server stops reading a client's requests until "
-    "it reads its replies."};
+    "it reads its replies.",
+    nullptr, false, nullptr, 1024, 1099511627776};
 
 inline constexpr KnobSpec kStoreHandshakeTimeoutS{
     "COHORT_STORE_HANDSHAKE_TIMEOUT_S", KnobType::kFloat, "30",
-    "Seconds a new TcpStore connection has to complete its hello (and authentication)."};
+    "Seconds a new TcpStore connection has to complete its hello (and authentication).",
+    nullptr, false, nullptr, 0.001, 86400};
 
 inline constexpr KnobSpec kConnectRetryMaxMs{
     "COHORT_CONNECT_RETRY_MAX_MS", KnobType::kInt, "1000",
-    "Longest pause between two attempts to connect to a peer or store that is not up yet."};
+    "Longest pause between two attempts to connect to a peer or store that is not up yet.",
+    nullptr, false, nullptr, 1, 600000};
 
 inline constexpr KnobSpec kStoreClientSpinUs{
     "COHORT_STORE_CLIENT_SPIN_US", KnobType::kInt, "50",
     "Microseconds a TcpStore client polls for a reply before sleeping; a sleeping thread takes "
-    "25-50 us to wake, longer than a whole store round trip. 0 disables."};
+    "25-50 us to wake, longer than a whole store round trip. 0 disables.",
+    nullptr, false, nullptr, 0, 1000000};
 
 inline constexpr KnobSpec kStoreServerSpinUs{
     "COHORT_STORE_SERVER_SPIN_US", KnobType::kInt, "50",
     "Microseconds the TcpStore server keeps polling after its last request before it sleeps, so "
-    "that a client's next request finds it awake. 0 disables."};
+    "that a client's next request finds it awake. 0 disables.",
+    nullptr, false, nullptr, 0, 1000000};
 
 inline constexpr KnobSpec kSocketIfname{
     "COHORT_SOCKET_IFNAME", KnobType::kString, "",
@@ -93,12 +105,14 @@ inline constexpr KnobSpec kSocketIfname{
 inline constexpr KnobSpec kTcpSpinUs{
     "COHORT_TCP_SPIN_US", KnobType::kInt, "100",
     "Microseconds a collective polls its sockets without sleeping before it waits in poll(2). "
-    "0 disables."};
+    "0 disables.",
+    nullptr, false, nullptr, 0, 1000000};
 
 inline constexpr KnobSpec kTcpBufferBytes{
     "COHORT_TCP_BUFFER_BYTES", KnobType::kInt, "0",
     "SO_SNDBUF and SO_RCVBUF of process-group connections; 0 leaves them to the kernel's "
-    "autotuning."};
+    "autotuning.",
+    nullptr, false, nullptr, 0, 2147483647};
 
 inline constexpr KnobSpec kTcpConnect{
     "COHORT_TCP_CONNECT", KnobType::kChoice, "eager",
@@ -109,7 +123,8 @@ inline constexpr KnobSpec kTcpConnect{
 inline constexpr KnobSpec kFileStoreCompactBytes{
     "COHORT_FILESTORE_COMPACT_BYTES", KnobType::kInt, "1048576",
     "A FileStore's log is rewritten (to a new file, renamed over the old) once it is this long and "
-    "four times what its live keys need."};
+    "four times what its live keys need.",
+    nullptr, false, nullptr, 0, 1099511627776};
 
 inline constexpr KnobSpec kAlgo{
     "COHORT_ALGO", KnobType::kString, "",
@@ -121,7 +136,8 @@ inline constexpr KnobSpec kAlgo{
 inline constexpr KnobSpec kDefaultTimeoutS{
     "COHORT_TIMEOUT_S", KnobType::kFloat, "1800",
     "Default timeout of process groups (torch's default_pg_timeout), used when init_process_group "
-    "is given none."};
+    "is given none.",
+    nullptr, false, nullptr, 0.001, 31536000};
 
 inline constexpr KnobSpec kMpiThread{
     "COHORT_MPI_THREAD", KnobType::kChoice, "caller",
@@ -149,40 +165,45 @@ inline constexpr KnobSpec kShm{
 inline constexpr KnobSpec kShmRanksPerHost{
     "COHORT_SHM_RANKS_PER_HOST", KnobType::kInt, "0",
     "For tests on one machine: treat each run of N consecutive global ranks as one host, so that "
-    "the mixed (shm and TCP) and hierarchical paths run. 0: decide from the host identity."};
+    "the mixed (shm and TCP) and hierarchical paths run. 0: decide from the host identity.",
+    nullptr, false, nullptr, 0, 65536};
 
 inline constexpr KnobSpec kShmRingBytes{
     "COHORT_SHM_RING_BYTES", KnobType::kInt, "1048576",
     "Bytes of the shared-memory ring that carries messages from one rank to another on its host "
-    "(rounded up to a power of two)."};
+    "(rounded up to a power of two).",
+    nullptr, false, nullptr, 4096, 1073741824};
 
 inline constexpr KnobSpec kShmSlotBytes{
     "COHORT_SHM_SLOT_BYTES", KnobType::kInt, "524288",
     "Bytes of each of a rank's two shared-memory slots, through which the direct shared-memory "
-    "algorithms move data in chunks of this size."};
+    "algorithms move data in chunks of this size.",
+    nullptr, false, nullptr, 4096, 1073741824};
 
 inline constexpr KnobSpec kShmSingleCopyBytes{
     "COHORT_SHM_SINGLE_COPY_BYTES", KnobType::kInt, "262144",
     "From this many bytes per rank, and below 8 times that, all_gather among ranks of one host reads "
     "the others' buffers directly (process_vm_readv: one copy instead of two through shared memory), "
-    "where the system allows it and the host's ranks do not outnumber its cores. 0 disables."};
+    "where the system allows it and the host's ranks do not outnumber its cores. 0 disables.",
+    nullptr, false, nullptr, 0, 1099511627776};
 
 inline constexpr KnobSpec kShmSpinUs{
     "COHORT_SHM_SPIN_US", KnobType::kInt, "200",
     "Microseconds a rank waiting on shared memory spins (then yields) before it sleeps on a futex; "
-    "with more local ranks than cores it yields from the start."};
+    "with more local ranks than cores it yields from the start.",
+    nullptr, false, nullptr, 0, 1000000};
 
 inline constexpr KnobSpec kLauncherStopTimeoutS{
     "COHORT_LAUNCHER_STOP_TIMEOUT_S", KnobType::kFloat, "30",
     "Seconds cohortrun waits for workers to exit after SIGTERM (when one failed, or it was told to "
     "stop) before it kills them with SIGKILL (torchrun's 30); --shutdown-timeout overrides it.",
-    nullptr, false, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
+    nullptr, false, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", 0, 86400};
 
 inline constexpr KnobSpec kTraceBufferEntries{
     "COHORT_TRACE_BUFFER_ENTRIES", KnobType::kInt, "2000",
     "Operations each process group keeps in its flight recorder (a ring, allocated when the group is "
     "made), for the dumps cohort-trace reads. 0 disables the recorder.",
-    nullptr, false, "TORCH_FR_BUFFER_SIZE|TORCH_NCCL_TRACE_BUFFER_SIZE"};
+    nullptr, false, "TORCH_FR_BUFFER_SIZE|TORCH_NCCL_TRACE_BUFFER_SIZE", 0, 10000000};
 
 inline constexpr KnobSpec kTraceDir{
     "COHORT_TRACE_DIR", KnobType::kString, "",
@@ -194,7 +215,8 @@ inline constexpr KnobSpec kStallWarnS{
     "COHORT_STALL_WARN_S", KnobType::kFloat, "60",
     "Seconds a collective (or point-to-point operation) may be pending before a warning names it "
     "and the ranks that have not joined it; repeated at doubling intervals until it ends. 0 "
-    "disables the stall inspector."};
+    "disables the stall inspector.",
+    nullptr, false, nullptr, 0, 31536000};
 
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,

@@ -66,6 +66,29 @@ TEST(ConfigTest, ValueOfTheWrongTypeNamesTheKnobAndTheValue) {
   EXPECT_THROW(set_config("COHORT_LOG_LEVEL", "loud"), InvalidArgument);
 }
 
+TEST(ConfigTest, NumbersOutsideTheirRangeOrNotFiniteAreRefused) {
+  for (const char* bad : {"0", "-5", "0.0001", "inf", "nan", "1e30"}) {
+    try {
+      set_config("COHORT_TIMEOUT_S", bad);
+      ADD_FAILURE() << "COHORT_TIMEOUT_S=" << bad << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("is '") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(set_config("COHORT_SHM_SPIN_US", "-1"), InvalidArgument);
+  EXPECT_THROW(set_config("COHORT_TCP_BUFFER_BYTES", "4294967296"), InvalidArgument);  // past an int
+  set_config("COHORT_TIMEOUT_S", "0.5");
+  EXPECT_EQ(config_float(knobs::kDefaultTimeoutS), 0.5);
+  reset_config("COHORT_TIMEOUT_S");
+  // Every number knob declares a range that holds its default.
+  for (const KnobSpec* k : knobs::kAllKnobs) {
+    if (k->type != KnobType::kInt && k->type != KnobType::kFloat) continue;
+    EXPECT_LT(k->min_value, k->max_value) << k->name;
+    const double d = std::strtod(k->default_value, nullptr);
+    EXPECT_TRUE(d >= k->min_value && d <= k->max_value) << k->name;
+  }
+}
+
 TEST(ConfigTest, UnknownKnobIsInvalidArgument) {
   EXPECT_THROW(set_config("COHORT_NO_SUCH_THING", "1"), InvalidArgument);
 }
