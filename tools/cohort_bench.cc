@@ -87,9 +87,37 @@ ReduceOp parse_op(const std::string& s) {
   usage("unknown op '" + s + "'");
 }
 
+[[noreturn]] void help() {
+  std::printf(
+      "cohort-bench: times one collective over a range of sizes, with nccl-tests' columns\n"
+      "(size count type redop root time algbw busbw #wrong). Run one process per rank, under\n"
+      "cohortrun (or mpirun with --backend mpi), or let --spawn start the ranks itself.\n\n"
+      "usage: cohort-bench COLLECTIVE [flags]\n"
+      "  COLLECTIVE    all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, barrier,\n"
+      "                ping_pong\n"
+      "  -b MIN        smallest size in bytes (K, M, G suffixes)\n"
+      "  -e MAX        largest size in bytes\n"
+      "  -f FACTOR     size multiplier from one row to the next\n"
+      "  -n ITERS      timed iterations per size\n"
+      "  -w WARMUP     untimed iterations per size\n"
+      "  -c 0|1        check every result (the #wrong column)\n"
+      "  -d DTYPE      float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool\n"
+      "  -o OP         sum, avg, product, min, max, band, bor, bxor\n"
+      "  -r ROOT       root of broadcast and reduce\n"
+      "  --json        one JSON object per row instead of the table\n"
+      "  --spawn N     start N ranks as processes of this host\n"
+      "  --backend B   cohort (default) or mpi\n"
+      "  --symmetric   buffers in symmetric memory\n"
+      "  -h, --help    this text\n");
+  std::exit(0);
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   if (argc < 2) usage("name a collective");
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") help();
+  }
   a.collective = argv[1];
   for (int i = 2; i < argc; ++i) {
     std::string f = argv[i];

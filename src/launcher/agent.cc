@@ -139,8 +139,8 @@ int Agent::supervise(WorkerGroup& group) {
 int Agent::run() {
   path_ = resolve_program(config_.program.front());
   if (path_.empty()) {
-    std::fprintf(stderr, "cohortrun: cannot run '%s': no such executable (also searched PATH)\n",
-                 config_.program.front().c_str());
+    std::fprintf(stderr, "cohortrun: cannot run '%s': %s\n", config_.program.front().c_str(),
+                 why_not_runnable(config_.program.front()).c_str());
     return kExitSpawn;
   }
   const double grace_s = config_.shutdown_timeout_s.value_or(config_float(knobs::kLauncherStopTimeoutS));

@@ -33,6 +33,8 @@ void finish(LaunchConfig& c, const std::string& nnodes, const std::string& nproc
   c.rdzv_conf = parse_rdzv_conf(rdzv_conf);
   if (!filter.empty()) c.local_ranks_filter = parse_ranks_filter(filter);
   if (monitor_s <= 0) throw InvalidArgument("--monitor-interval must be positive");
+  if (c.master_port < 0 || c.master_port > 65535)
+    throw InvalidArgument("--master-port " + std::to_string(c.master_port) + " is out of range (0-65535)");
   c.monitor_interval =
       std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(monitor_s * 1000)));
   if (c.rdzv_backend == "c10d") c.rdzv_backend = "store";

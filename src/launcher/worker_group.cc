@@ -49,6 +49,11 @@ std::string now_text() {
   return buf;
 }
 
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 }  // namespace
 
 std::string host_name() {
@@ -186,7 +191,11 @@ void WorkerGroup::reap() {
   std::vector<Worker*> newly_failed;
   for (auto& w : workers_) {
     const ExitState& s = w->process->poll();
-    if (s.exited && !s.ok() && !w->recorded && !stopping_) newly_failed.push_back(w.get());
+    // While stopping, a worker that exits non-zero failed on its own only
+    // if it wrote an error file (its own exception, often caused by the
+    // first failure); one that our signal ended is no failure.
+    if (s.exited && !s.ok() && !w->recorded && (!stopping_ || file_exists(w->error_file)))
+      newly_failed.push_back(w.get());
   }
   // Among failures seen at once, the error file written first is the root
   // cause (its peers usually fail because it did).
@@ -197,7 +206,12 @@ void WorkerGroup::reap() {
     f.local_rank = w->local_rank;
     f.pid = w->process->pid();
     f.state = w->process->state();
+    // torch prints <N/A> for a worker that wrote no error file; a file in
+    // the launcher's temporary folder is gone once it exits.
     f.error_file = w->error_file;
+    f.error_file_shown = !file_exists(w->error_file) ? "<N/A>"
+                         : config_.log_dir.empty()   ? w->error_file + " (removed at exit; --log-dir keeps it)"
+                                                     : w->error_file;
     f.host = host_name();
     f.time = now_text();
     f.message = read_error_message(w->error_file);

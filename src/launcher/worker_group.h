@@ -33,6 +33,7 @@ struct WorkerFailure {
   pid_t pid = -1;
   ExitState state;
   std::string error_file;
+  std::string error_file_shown;  // as the summary shows it: <N/A> when none was written
   std::string host;
   std::string message;  // from the error file, or a sentence about the signal
   std::string time;     // when it was seen, ISO 8601

@@ -25,6 +25,15 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "SIG" + std::to_string(sig);
 }
 
+std::string why_not_runnable(const std::string& name) {
+  struct stat st;
+  if (name.find('/') == std::string::npos) return "no such executable (also searched PATH)";
+  if (::stat(name.c_str(), &st) != 0) return "no such file";
+  if (S_ISDIR(st.st_mode)) return "it is a directory";
+  if (::access(name.c_str(), X_OK) != 0) return "it is not executable (chmod +x " + name + ")";
+  return "it cannot be run";
+}
+
 std::string resolve_program(const std::string& name) {
   auto runnable = [](const std::string& p) {
     struct stat st;

@@ -27,6 +27,9 @@ std::string signal_name(int sig);
 // resolve_program finds `name` on PATH (or as given when it has a '/');
 // returns "" when it is not an executable file.
 std::string resolve_program(const std::string& name);
+// why_not_runnable says why resolve_program found nothing for `name`: no
+// such file, a directory, or a file without the execute bit.
+std::string why_not_runnable(const std::string& name);
 
 class WorkerProcess {
  public:

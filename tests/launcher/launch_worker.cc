@@ -6,6 +6,9 @@
 //   exit R CODE              rank R exits with CODE after 0.2 s
 //   signal R SIG             rank R kills itself with SIG
 //   throw R MESSAGE          rank R throws std::runtime_error(MESSAGE)
+//   throw_all R MESSAGE      rank R throws MESSAGE; the others ignore SIGTERM
+//                            and throw "failed after rank R" 0.4 s later, as
+//                            ranks whose peer died do
 //   hang R                   rank R ignores SIGTERM and sleeps; rank R+1 exits 1
 //   fail_until N             every rank exits 3 while the restart count < N
 //   sleep                    print "pid <pid> <grandchild pid>" and sleep
@@ -92,6 +95,15 @@ int run(int argc, char** argv) {
     if (mode == "exit") return arg(2);
     if (mode == "signal") raise(arg(2));
     throw_from_here(args.at(2));
+  }
+  if (mode == "throw_all") {
+    if (rank == arg(1)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      throw_from_here(args.at(2));
+    }
+    signal(SIGTERM, SIG_IGN);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    throw_from_here("failed after rank " + args.at(1));
   }
   if (mode == "hang") {
     if (rank == arg(1)) {

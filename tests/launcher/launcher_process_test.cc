@@ -105,6 +105,27 @@ TEST(LauncherTest, BadFlagsExitWithUsageCode) {
   EXPECT_NE(r.output.find("zookeeper"), std::string::npos) << r.output;
   Subprocess p({binary_path("tools/cohortrun"), "--standalone", "/no/such/program"});
   EXPECT_EQ(p.wait(), 4);
+  r = launch("--master-port 99999", "env");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--master-port 99999 is out of range"), std::string::npos) << r.output;
+}
+
+TEST(LauncherTest, AProgramWithoutTheExecuteBitIsSaidToBeSo) {
+  const std::string path = ::testing::TempDir() + "cohortrun_not_executable.sh";
+  std::ofstream(path) << "#!/bin/sh\necho hi\n";
+  Subprocess p({binary_path("tools/cohortrun"), "--standalone", path}, {}, true);
+  const std::string out = p.read_all(20s);
+  EXPECT_EQ(p.wait(), 4);
+  EXPECT_NE(out.find("it is not executable (chmod +x " + path + ")"), std::string::npos) << out;
+  std::remove(path.c_str());
+}
+
+TEST(ToolsTest, CohortBenchHelpSaysHowToUseItAndExitsZero) {
+  Subprocess p({binary_path("tools/cohort-bench"), "--help"});
+  const std::string out = p.read_all(20s);
+  EXPECT_EQ(p.wait(), 0);
+  EXPECT_NE(out.find("usage: cohort-bench COLLECTIVE"), std::string::npos) << out;
+  EXPECT_NE(out.find("--spawn N"), std::string::npos) << out;
 }
 
 TEST(LauncherTest, TorchrunFlagsItCannotHonourAreRefusedByName) {
@@ -162,6 +183,23 @@ TEST(LauncherTest, FailingExitCodeStopsTheOthersAndNamesTheRootCause) {
   EXPECT_NE(r.output.find("exitcode  : 7"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("<NO_OTHER_FAILURES>"), std::string::npos) << "the stopped ranks are no failures\n"
                                                                      << r.output;
+}
+
+TEST(LauncherTest, RanksThatFailOnTheirOwnWhileStoppingAreOtherFailures) {
+  LaunchResult r = launch("--standalone --nproc-per-node 3", "throw_all 1 first-failure");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.output.find("<NO_OTHER_FAILURES>"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("failed after rank 1"), std::string::npos) << r.output;
+  const size_t root = r.output.find("Root Cause (first observed failure):");
+  ASSERT_NE(root, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("first-failure", root), std::string::npos) << r.output;
+  // The error files lived in the launcher's temporary folder: said so.
+  EXPECT_NE(r.output.find("(removed at exit; --log-dir keeps it)"), std::string::npos) << r.output;
+}
+
+TEST(LauncherTest, AWorkerThatWroteNoErrorFileShowsNA) {
+  LaunchResult r = launch("--standalone --nproc-per-node 2", "exit 0 7");
+  EXPECT_NE(r.output.find("error_file: <N/A>"), std::string::npos) << r.output;
 }
 
 TEST(LauncherTest, WorkerKilledBySignalIsNamed) {
