@@ -51,6 +51,7 @@ class Agent {
   std::string path_, run_id_, log_root_;
   bool temp_logs_ = false;
   milliseconds grace_{30000};
+  std::unique_ptr<OrphanReaper> reaper_;
   std::unique_ptr<LauncherSignals> signals_;
   std::unique_ptr<RendezvousBackend> backend_;
   std::unique_ptr<DynamicRendezvous> rdzv_;
@@ -145,6 +146,8 @@ int Agent::run() {
   }
   const double grace_s = config_.shutdown_timeout_s.value_or(config_float(knobs::kLauncherStopTimeoutS));
   grace_ = milliseconds(static_cast<int64_t>(grace_s * 1000));
+  // Forked before any thread starts, as the signal mask below is set.
+  reaper_ = std::make_unique<OrphanReaper>();
   signals_ = std::make_unique<LauncherSignals>(config_.signals_to_handle);
   run_id_ = config_.rdzv_id.empty() ? random_hex(12) : config_.rdzv_id;
   if (config_.log_dir.empty()) {
@@ -185,7 +188,7 @@ int Agent::run() {
     const std::string attempt_dir = run_dir + "/attempt_" + std::to_string(attempt_++);
     std::unique_ptr<WorkerGroup> group;
     try {
-      group = std::make_unique<WorkerGroup>(config_, path_, round, run_id_, attempt_dir);
+      group = std::make_unique<WorkerGroup>(config_, path_, round, run_id_, attempt_dir, *reaper_);
     } catch (const Error& e) {
       std::fprintf(stderr, "cohortrun: cannot start the workers: %s\n", e.what());
       return kExitSpawn;

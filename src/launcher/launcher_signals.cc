@@ -15,7 +15,13 @@ LauncherSignals::LauncherSignals(const std::vector<int>& handled) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
-  for (int s : handled) sigaddset(&set, s);
+  for (int s : handled) {
+    // A launcher started in the background by a script inherits SIGINT
+    // (and SIGQUIT) ignored, and an ignored signal is dropped even while
+    // blocked: the default disposition makes it reach the signalfd.
+    signal(s, SIG_DFL);
+    sigaddset(&set, s);
+  }
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd_ < 0) throw Error(std::string("signalfd: ") + std::strerror(errno));

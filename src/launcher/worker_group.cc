@@ -119,8 +119,8 @@ std::vector<std::string> worker_environment(const LaunchConfig& config, const Ro
 }
 
 WorkerGroup::WorkerGroup(const LaunchConfig& config, const std::string& path, const RoundAssignment& round,
-                         const std::string& run_id, const std::string& attempt_dir)
-    : config_(config), round_(round) {
+                         const std::string& run_id, const std::string& attempt_dir, OrphanReaper& reaper)
+    : config_(config), round_(round), reaper_(reaper) {
   for (int lr = 0; lr < config.nproc_per_node; ++lr) {
     auto w = std::make_unique<Worker>();
     w->local_rank = lr;
@@ -146,12 +146,16 @@ WorkerGroup::WorkerGroup(const LaunchConfig& config, const std::string& path, co
     }
     w->process = std::make_unique<WorkerProcess>(
         path, argv, worker_environment(config, round, run_id, lr, w->error_file));
+    reaper_.watch(w->process->pid());  // the worker leads its own process group
     workers_.push_back(std::move(w));
   }
 }
 
 WorkerGroup::~WorkerGroup() {
-  for (auto& w : workers_) w->process->signal_group(SIGKILL);
+  for (auto& w : workers_) {
+    w->process->signal_group(SIGKILL);
+    reaper_.release(w->process->pid());
+  }
 }
 
 void WorkerGroup::pump(std::chrono::milliseconds timeout, int wake_fd) {

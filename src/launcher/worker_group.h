@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "launcher/launch_config.h"
+#include "launcher/orphan_reaper.h"
 #include "launcher/output_sink.h"
 #include "launcher/worker_process.h"
 
@@ -45,8 +46,9 @@ class WorkerGroup {
  public:
   // Starts config.nproc_per_node workers of `path`. Their logs and error
   // files go under attempt_dir/<local_rank>/.
+  // `reaper` is told of every worker's process group (orphan_reaper.h).
   WorkerGroup(const LaunchConfig& config, const std::string& path, const RoundAssignment& round,
-              const std::string& run_id, const std::string& attempt_dir);
+              const std::string& run_id, const std::string& attempt_dir, OrphanReaper& reaper);
   ~WorkerGroup();
 
   // pump moves output and reaps workers for up to `timeout`, returning
@@ -74,6 +76,7 @@ class WorkerGroup {
   void reap();
   const LaunchConfig& config_;
   RoundAssignment round_;
+  OrphanReaper& reaper_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<WorkerFailure> failures_;
   bool stopping_ = false;

@@ -86,6 +86,14 @@ WorkerProcess::WorkerProcess(const std::string& path, const std::vector<std::str
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Nor the dispositions it may have inherited ignored (a launcher run in
+    // the background by a script ignores SIGINT; the launcher itself
+    // ignores SIGPIPE): the signal that stops the job must stop the worker.
+    struct sigaction default_action;
+    std::memset(&default_action, 0, sizeof default_action);
+    default_action.sa_handler = SIG_DFL;
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
+      sigaction(s, &default_action, nullptr);
     execve(path.c_str(), arg_ptrs.data(), env_ptrs.data());
     const char msg[] = "cohortrun: exec failed\n";
     ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);

@@ -300,7 +300,7 @@ std::vector<pid_t> pids_of(Subprocess& p, int workers) {
   return pids;
 }
 
-TEST(LauncherTest, LauncherKilledWithSigkillLeavesNoWorker) {
+TEST(LauncherTest, LauncherKilledWithSigkillLeavesNoWorkerNorAnyProcessAWorkerStarted) {
   // A killed launcher cannot remove its folder of error files: give it one
   // this test removes.
   const std::string logs = ::testing::TempDir() + "/cohortrun_sigkill_" + std::to_string(::getpid());
@@ -311,14 +311,39 @@ TEST(LauncherTest, LauncherKilledWithSigkillLeavesNoWorker) {
   for (pid_t pid : pids) EXPECT_TRUE(process_exists(pid));
   p.signal(SIGKILL);
   p.wait();
-  // The workers die with their launcher (parent-death signal).
-  EXPECT_TRUE(wait_gone(pids[0]));
-  EXPECT_TRUE(wait_gone(pids[2]));
-  // Grandchildren are no direct children; they are killed once their worker
-  // is gone only if they asked for it, so kill them here for hygiene.
-  ::kill(pids[1], SIGKILL);
-  ::kill(pids[3], SIGKILL);
+  // The workers die with their launcher (parent-death signal), their
+  // children by the launcher's helper, which outlives it (orphan_reaper.h).
+  for (pid_t pid : pids) EXPECT_TRUE(wait_gone(pid)) << "pid " << pid << " outlived the launcher";
   std::filesystem::remove_all(logs);
+}
+
+TEST(LauncherTest, LauncherKilledWithSigkillLeavesNothingAWrapperWorkerStarted) {
+  // The worker is a shell that runs the real one: the shell dies with the
+  // launcher, and what it started must not be left running under init.
+  const std::string logs = ::testing::TempDir() + "/cohortrun_wrapper_" + std::to_string(::getpid());
+  Subprocess p({binary_path("tools/cohortrun"), "--standalone", "--nproc-per-node", "2", "--log-dir", logs,
+                "/bin/sh", "-c", quote(binary_path("tests/launch_worker")) + " sleep; echo done"});
+  auto pids = pids_of(p, 2);  // the real workers and their children, not the shells
+  ASSERT_EQ(pids.size(), 4u);
+  p.signal(SIGKILL);
+  p.wait();
+  for (pid_t pid : pids) EXPECT_TRUE(wait_gone(pid)) << "pid " << pid << " outlived the launcher";
+  std::filesystem::remove_all(logs);
+}
+
+TEST(LauncherTest, ABackgroundLaunchersSigintStopsWorkersThatInheritedItIgnored) {
+  // A script's background job starts with SIGINT ignored, and so would its
+  // workers: the stop signal must still stop them, long before the 30 s
+  // after which SIGKILL would.
+  Subprocess p({"/bin/sh", "-c",
+                "trap '' INT; exec " + quote(binary_path("tools/cohortrun")) +
+                    " --standalone --nproc-per-node 2 " + quote(binary_path("tests/launch_worker")) + " sleep"},
+               {"COHORT_LAUNCHER_STOP_TIMEOUT_S=30"});
+  auto pids = pids_of(p, 2);
+  ASSERT_EQ(pids.size(), 4u);
+  p.signal(SIGINT);
+  for (pid_t pid : pids) EXPECT_TRUE(wait_gone(pid)) << "pid " << pid << " still runs after the launcher's SIGINT";
+  EXPECT_EQ(p.wait(), 128 + SIGINT);
 }
 
 TEST(LauncherTest, SigtermToTheLauncherReachesWorkersAndTheirChildren) {
