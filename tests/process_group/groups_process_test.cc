@@ -32,6 +32,52 @@ std::vector<std::string> run_groups(const std::string& mode, const std::vector<s
   return out;
 }
 
+// start_ranks starts groups_worker `mode` once per entry of `envs` (each
+// its RANK and WORLD_SIZE) on one store port; returns each one's output
+// and exit code.
+std::vector<std::pair<std::string, int>> start_ranks(const std::string& mode,
+                                                     const std::vector<std::vector<std::string>>& envs) {
+  const uint16_t port = free_port();
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  for (auto env : envs) {
+    env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
+    ranks.push_back(std::make_unique<Subprocess>(std::vector<std::string>{binary_path("tests/groups_worker"), mode},
+                                                 env, true));
+  }
+  std::vector<std::pair<std::string, int>> out;
+  for (auto& r : ranks) {
+    std::string text = r->read_all(std::chrono::seconds(90));
+    out.emplace_back(text, r->wait());
+  }
+  return out;
+}
+
+TEST(GroupsAsTorch, ARankGivenTwiceIsNamedWithBothProcesses) {
+  // Ranks 0, 1 and 1 of 2: whichever rank 1 comes second is refused at
+  // once, naming both processes; no process waits out its timeout.
+  auto out = start_ranks("join", {{"RANK=0", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=2"}});
+  int refused = 0;
+  for (const auto& [text, code] : out) {
+    if (code == 0) continue;
+    const size_t at = text.find("rank 1 joined twice: pid ");
+    EXPECT_NE(at, std::string::npos) << text;
+    if (at != std::string::npos) {
+      ++refused;
+      EXPECT_NE(text.find(" and pid ", at), std::string::npos) << text;
+    }
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_EQ(out[2].second == 0 && out[1].second == 0, false) << "both rank 1s joined";
+}
+
+TEST(GroupsAsTorch, RanksThatDisagreeOnTheWorldSizeAreBothToldWhoSaysWhat) {
+  auto out = start_ranks("join", {{"RANK=0", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=3"}});
+  for (const auto& [text, code] : out) {
+    EXPECT_EQ(code, 1) << text;
+    EXPECT_NE(text.find("says world_size"), std::string::npos) << text;
+  }
+}
+
 TEST(GroupsAsTorch, NonMembersGetAHandleWhoseCallsDoNothingAndMembersSum) {
   auto out = run_groups("semantics");
   EXPECT_NE(out[0].find("member 0"), std::string::npos) << out[0];

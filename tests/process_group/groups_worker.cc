@@ -15,6 +15,8 @@
 //               did (else the job would time out)
 //   absent      rank 3 never calls new_group: the others get TimeoutError
 //               saying how many ranks called it
+//   join        init_process_group and a barrier, any world size (for the
+//               tests of ranks given twice and of world sizes that differ)
 // Prints "rank R ok: ..." and exits 0 when the rank saw what it should,
 // else prints what was wrong and exits 1.
 #include <chrono>
@@ -115,6 +117,12 @@ int main(int argc, char** argv) {
   try {
     init_process_group(init);
     const int rank = get_rank();
+    if (mode == "join") {
+      barrier();
+      destroy_process_group();
+      std::printf("rank %d ok: joined\n", rank);
+      return 0;
+    }
     if (mode == "semantics") {
       const int code = semantics(rank);
       destroy_process_group();

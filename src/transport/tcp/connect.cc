@@ -10,13 +10,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "cohort/errors.h"
 #include "common/byte_codec.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
+#include "rendezvous/seat_claim.h"
 
 namespace cohort::tcp {
 namespace {
@@ -121,24 +124,38 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   if (!listener.ok())
     return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
   const std::string mine = format_address(address, local_port(listener.value().fd()));
+  Status seat = claim_seat(store, rank, size);
+  if (!seat.ok()) return seat;
   store.set(addr_key(rank), to_bytes(mine));
 
-  // Wait for every address, in one store call.
+  // Wait for every address, a second at a time: a rank whose seat claim
+  // failed (a duplicate, another world size) ends every wait at once.
   std::vector<std::string> keys;
   for (int q = 0; q < size; ++q) keys.push_back(addr_key(q));
   std::vector<Bytes> addresses;
-  auto remaining =
-      deadline.is_never() ? kNoTimeout : std::max(std::chrono::milliseconds(1), deadline.remaining());
-  try {
-    store.wait(keys, remaining);
-    addresses = store.multi_get(keys);
-  } catch (const TimeoutError&) {
-    std::vector<int> missing;
-    for (int q = 0; q < size; ++q) {
-      if (!store.check({addr_key(q)})) missing.push_back(q);
+  const auto waited_from = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto remaining =
+        deadline.is_never() ? std::chrono::milliseconds(1000) : std::max(std::chrono::milliseconds(1), deadline.remaining());
+    try {
+      store.wait(keys, std::min(remaining, std::chrono::milliseconds(1000)));
+      addresses = store.multi_get(keys);
+      break;
+    } catch (const TimeoutError&) {
+      if (auto problem = seat_problem(store)) {
+        return invalid_argument("rank " + std::to_string(rank) + " cannot join: " + *problem);
+      }
+      if (!deadline.is_never() && deadline.expired()) {
+        std::vector<int> missing;
+        for (int q = 0; q < size; ++q) {
+          if (!store.check({addr_key(q)})) missing.push_back(q);
+        }
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - waited_from);
+        return timeout_error("ranks " + list_ranks(missing) + " never arrived (waited " +
+                             std::to_string(waited.count()) + " ms for " + std::to_string(size) + " ranks)");
+      }
     }
-    return timeout_error("ranks " + list_ranks(missing) + " never arrived (waited " +
-                         std::to_string(remaining.count()) + " ms for " + std::to_string(size) + " ranks)");
   }
 
   std::vector<Socket> sockets(static_cast<size_t>(size));
