@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "cohort/errors.h"
 
@@ -11,6 +13,9 @@ namespace {
 
 const char kWorldSizeKey[] = "seat/world_size";
 const char kProblemKey[] = "seat/problem";
+const char kArrivalsKey[] = "seat/arrivals";  // processes that began a claim
+const char kRefusedKey[] = "seat/refused";    // of them, refused
+const char kSeenKey[] = "seat/problem_seen";  // of the others, those that read why
 
 // identity names this process for a person: "pid 123 on host h" (and the
 // launcher's job id when one was given).
@@ -24,6 +29,7 @@ std::string identity() {
 }
 
 Status refuse(Store& store, const std::string& why) {
+  store.add(kRefusedKey, 1);
   store.set(kProblemKey, to_bytes(why));
   return Status(StatusCode::kInvalidArgument, why);
 }
@@ -32,6 +38,7 @@ Status refuse(Store& store, const std::string& why) {
 
 Status claim_seat(Store& store, int rank, int size) {
   try {
+    store.add(kArrivalsKey, 1);
     // The first rank to arrive states the world size; the others compare.
     const std::string mine = std::to_string(size) + " " + std::to_string(rank);
     const std::string held = to_string(store.compare_set(kWorldSizeKey, {}, to_bytes(mine)));
@@ -69,6 +76,27 @@ std::optional<std::string> seat_problem(Store& store) {
     return to_string(store.get(kProblemKey));
   } catch (const Error&) {
     return std::nullopt;
+  }
+}
+
+void acknowledge_seat_problem(Store& store) {
+  try {
+    store.add(kSeenKey, 1);
+  } catch (const Error&) {
+    // The refused rank waits a bounded time in any case.
+  }
+}
+
+void linger_until_seen(Store& store, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  try {
+    while (std::chrono::steady_clock::now() < until) {
+      const int64_t others = store.add(kArrivalsKey, 0) - store.add(kRefusedKey, 0);
+      if (store.add(kSeenKey, 0) >= others) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const Error&) {
+    // The store went away: nobody is left to tell.
   }
 }
 

@@ -6,6 +6,7 @@
 // after the timeout with a connect error.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -25,5 +26,11 @@ Status claim_seat(Store& store, int rank, int size);
 // the ranks still waiting for their peers' addresses fail with it instead
 // of waiting out their timeout.
 std::optional<std::string> seat_problem(Store& store);
+
+// acknowledge_seat_problem tells the refused rank that this one has read
+// the reason; linger_until_seen keeps a refused rank (which may host the
+// store) until every rank that arrived has read it, or `limit` passed.
+void acknowledge_seat_problem(Store& store);
+void linger_until_seen(Store& store, std::chrono::milliseconds limit);
 
 }  // namespace cohort

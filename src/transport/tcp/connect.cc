@@ -125,7 +125,11 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
     return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
   const std::string mine = format_address(address, local_port(listener.value().fd()));
   Status seat = claim_seat(store, rank, size);
-  if (!seat.ok()) return seat;
+  if (!seat.ok()) {
+    // This rank may host the store: the others must read why first.
+    if (seat.code() == StatusCode::kInvalidArgument) linger_until_seen(store, std::chrono::seconds(5));
+    return seat;
+  }
   store.set(addr_key(rank), to_bytes(mine));
 
   // Wait for every address, a second at a time: a rank whose seat claim
@@ -143,6 +147,7 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
       break;
     } catch (const TimeoutError&) {
       if (auto problem = seat_problem(store)) {
+        acknowledge_seat_problem(store);
         return invalid_argument("rank " + std::to_string(rank) + " cannot join: " + *problem);
       }
       if (!deadline.is_never() && deadline.expired()) {
