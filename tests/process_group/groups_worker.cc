@@ -97,6 +97,14 @@ int semantics(int rank) {
   int32_t z = 1;
   all_reduce(Buffer::of(&z, 1));
   if (z != 4) return fail(rank, "the default group after destroying another");
+  // A group with a backend of its own, in torch's per-device spelling.
+  NewGroupOptions per_device;
+  per_device.backend = "cpu:cohort";
+  auto pairs = new_group({0, 2}, per_device);
+  int32_t w = rank;
+  all_reduce(Buffer::of(&w, 1), {}, pairs);
+  if (w != (rank % 2 == 0 ? 2 : rank)) return fail(rank, "the cpu:cohort group's sum " + std::to_string(w));
+  if (rank % 2 == 0 && get_backend(pairs) != "cohort") return fail(rank, "get_backend " + get_backend(pairs));
   // A backend name torch does not know is refused on every rank alike.
   NewGroupOptions odd;
   odd.backend = "carrier-pigeon";
