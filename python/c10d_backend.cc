@@ -99,7 +99,6 @@ class CohortWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-
 // only is the one tensor of a per-device list: cohort runs one device's
 // tensor per call, as torch 2.x's own callers pass.
 at::Tensor& only(std::vector<at::Tensor>& tensors, const char* op) {
@@ -175,7 +174,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::finish(c10d::OpType type, WorkList
 }
 
 template <class One>
-c10::intrusive_ptr<c10d::Work> CohortBackend::pairwise(const std::string& op, std::vector<at::Tensor>& outputs,
+c10::intrusive_ptr<c10d::Work> CohortBackend::pairwise(const std::string& op,
+                                                       std::vector<at::Tensor>& outputs,
                                                        std::vector<at::Tensor>& inputs, One&& one) {
   if (outputs.size() != inputs.size()) {
     throw InvalidArgument("cohort: " + op + "_coalesced has " + std::to_string(inputs.size()) +
@@ -209,7 +209,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::endCoalescing() {
   coalesced_works_.clear();
   coalesced_outputs_.clear();
   // The calls are in flight already; this Work ends with the last of them.
-  return c10::make_intrusive<CohortWork>(rank_, c10d::OpType::COALESCED, std::move(works), std::move(outputs));
+  return c10::make_intrusive<CohortWork>(rank_, c10d::OpType::COALESCED, std::move(works),
+                                         std::move(outputs));
 }
 
 CohortBackend::CohortBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -225,8 +226,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::broadcast(std::vector<at::Tensor>&
   at::Tensor& t = only(tensors, "broadcast");
   auto o = options<cohort::BroadcastOptions>(opts.timeout, async_op(opts.asyncOp));
   o.src = static_cast<int>(opts.rootRank);
-  return finish(c10d::OpType::BROADCAST, {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)},
-                tensors, tensors);
+  return finish(c10d::OpType::BROADCAST, {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)}, tensors,
+                tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -253,8 +254,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::reduce(std::vector<at::Tensor>& te
   auto o = options<cohort::ReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.dst = static_cast<int>(opts.rootRank);
   o.op = to_reduce_op(opts.reduceOp, "reduce");
-  return finish(c10d::OpType::REDUCE, {group_->reduce(to_buffer(t, "reduce's tensor"), o)}, tensors,
-                tensors);
+  return finish(c10d::OpType::REDUCE, {group_->reduce(to_buffer(t, "reduce's tensor"), o)}, tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -408,8 +408,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   at::Tensor& t = only(tensors, "send");
-  return finish(c10d::OpType::SEND, {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {},
-                tensors);
+  return finish(c10d::OpType::SEND, {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
@@ -427,7 +426,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::recvAnysource(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::barrier(const c10d::BarrierOptions& opts) {
   return finish(c10d::OpType::BARRIER,
-                {group_->barrier(options<cohort::BarrierOptions>(opts.timeout, async_op(opts.asyncOp)))}, {}, {});
+                {group_->barrier(options<cohort::BarrierOptions>(opts.timeout, async_op(opts.asyncOp)))}, {},
+                {});
 }
 
 void CohortBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {

@@ -18,15 +18,16 @@ void print_table(const std::vector<cohort::ConfigEntry>& entries) {
               COHORT_BUILT_MPI, COHORT_BUILT_NCCL);
   for (const auto& e : entries) {
     std::printf("%s=%s\n    source: %s; default: %s; type: %s%s%s\n    %s\n\n", e.name.c_str(),
-                e.value.c_str(), e.source.c_str(), e.default_value.empty() ? "(empty)" : e.default_value.c_str(),
-                e.type.c_str(), e.torch_names.empty() ? "" : "; torch's: ", e.torch_names.c_str(),
-                e.doc.c_str());
+                e.value.c_str(), e.source.c_str(),
+                e.default_value.empty() ? "(empty)" : e.default_value.c_str(), e.type.c_str(),
+                e.torch_names.empty() ? "" : "; torch's: ", e.torch_names.c_str(), e.doc.c_str());
   }
 }
 
 void print_markdown(const std::vector<cohort::ConfigEntry>& entries) {
-  std::printf("| knob | type | default | meaning | torch's variable, read when the knob is unset |\n"
-              "|---|---|---|---|---|\n");
+  std::printf(
+      "| knob | type | default | meaning | torch's variable, read when the knob is unset |\n"
+      "|---|---|---|---|---|\n");
   for (const auto& e : entries) {
     std::string torch;
     if (!e.torch_names.empty()) {

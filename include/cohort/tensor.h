@@ -39,8 +39,9 @@ std::shared_ptr<Work> all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceO
                                  const GroupPtr& group = nullptr, bool async_op = false);
 // all_reduce_coalesced reduces several tensors of one dtype as one
 // operation (torch's all_reduce_coalesced(tensors, op, group, async_op)).
-std::shared_ptr<Work> all_reduce_coalesced(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::SUM,
-                                           const GroupPtr& group = nullptr, bool async_op = false);
+std::shared_ptr<Work> all_reduce_coalesced(const std::vector<at::Tensor>& tensors,
+                                           ReduceOp op = ReduceOp::SUM, const GroupPtr& group = nullptr,
+                                           bool async_op = false);
 std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int src, const GroupPtr& group = nullptr,
                                 bool async_op = false);
 std::shared_ptr<Work> reduce(const at::Tensor& tensor, int dst, ReduceOp op = ReduceOp::SUM,
@@ -84,7 +85,8 @@ std::shared_ptr<Work> irecv(const at::Tensor& tensor, int src = kAnySourceRank,
 // torch.load read); same arguments and semantics.
 void all_gather_object(std::vector<c10::IValue>& object_list, const c10::IValue& obj,
                        const GroupPtr& group = nullptr);
-void broadcast_object_list(std::vector<c10::IValue>& object_list, int src = 0, const GroupPtr& group = nullptr);
+void broadcast_object_list(std::vector<c10::IValue>& object_list, int src = 0,
+                           const GroupPtr& group = nullptr);
 void gather_object(const c10::IValue& obj, std::vector<c10::IValue>* object_gather_list, int dst = 0,
                    const GroupPtr& group = nullptr);
 void scatter_object_list(std::vector<c10::IValue>& scatter_object_output_list,

@@ -41,13 +41,17 @@ inline constexpr KnobSpec kLogLevel{"COHORT_LOG_LEVEL", KnobType::kChoice, "warn
                                     "trace|debug|info|warning|error|off"};
 
 inline constexpr KnobSpec kDebug{
-    "COHORT_DEBUG", KnobType::kChoice, "off",
+    "COHORT_DEBUG",
+    KnobType::kChoice,
+    "off",
     "Debugging aids, as torch's TORCH_DISTRIBUTED_DEBUG: off; info logs each group's creation and, "
     "once per collective and size class, the algorithm that runs (and lowers COHORT_LOG_LEVEL to "
     "info); detail also makes the ranks compare what they call before every collective and raise "
     "DesyncError listing each rank's call when they differ (one small exchange per collective: "
     "docs/debugging.md). Read when a group is made; give every rank the same.",
-    "off|info|detail", false, "TORCH_DISTRIBUTED_DEBUG"};
+    "off|info|detail",
+    false,
+    "TORCH_DISTRIBUTED_DEBUG"};
 
 inline constexpr KnobSpec kStoreToken{
     "COHORT_STORE_TOKEN",
@@ -58,61 +62,119 @@ inline constexpr KnobSpec kStoreToken{
     true};
 
 inline constexpr KnobSpec kStoreMaxKeyBytes{
-    "COHORT_STORE_MAX_KEY_BYTES", KnobType::kInt, "65536",
+    "COHORT_STORE_MAX_KEY_BYTES",
+    KnobType::kInt,
+    "65536",
     "Longest key the TcpStore server accepts; a longer one closes the connection.",
-    nullptr, false, nullptr, 1, 1073741824};
+    nullptr,
+    false,
+    nullptr,
+    1,
+    1073741824};
 
 inline constexpr KnobSpec kStoreMaxFrameBytes{
-    "COHORT_STORE_MAX_FRAME_BYTES", KnobType::kInt, "268435456",
+    "COHORT_STORE_MAX_FRAME_BYTES",
+    KnobType::kInt,
+    "268435456",
     "Largest TcpStore request (and so value) the server accepts; bounds the memory a client can "
     "make the server hold for one request.",
-    nullptr, false, nullptr, 1024, 1099511627776};
+    nullptr,
+    false,
+    nullptr,
+    1024,
+    1099511627776};
 
 inline constexpr KnobSpec kStoreMaxOutputBytes{
-    "COHORT_STORE_MAX_OUTPUT_BYTES", KnobType::kInt, "1048576",
+    "COHORT_STORE_MAX_OUTPUT_BYTES",
+    KnobType::kInt,
+    "1048576",
     "Unsent reply bytes after which the TcpStore server stops reading a client's requests until "
     "it reads its replies.",
-    nullptr, false, nullptr, 1024, 1099511627776};
+    nullptr,
+    false,
+    nullptr,
+    1024,
+    1099511627776};
 
 inline constexpr KnobSpec kStoreHandshakeTimeoutS{
-    "COHORT_STORE_HANDSHAKE_TIMEOUT_S", KnobType::kFloat, "30",
+    "COHORT_STORE_HANDSHAKE_TIMEOUT_S",
+    KnobType::kFloat,
+    "30",
     "Seconds a new TcpStore connection has to complete its hello (and authentication).",
-    nullptr, false, nullptr, 0.001, 86400};
+    nullptr,
+    false,
+    nullptr,
+    0.001,
+    86400};
 
 inline constexpr KnobSpec kConnectRetryMaxMs{
-    "COHORT_CONNECT_RETRY_MAX_MS", KnobType::kInt, "1000",
+    "COHORT_CONNECT_RETRY_MAX_MS",
+    KnobType::kInt,
+    "1000",
     "Longest pause between two attempts to connect to a peer or store that is not up yet.",
-    nullptr, false, nullptr, 1, 600000};
+    nullptr,
+    false,
+    nullptr,
+    1,
+    600000};
 
 inline constexpr KnobSpec kStoreClientSpinUs{
-    "COHORT_STORE_CLIENT_SPIN_US", KnobType::kInt, "50",
+    "COHORT_STORE_CLIENT_SPIN_US",
+    KnobType::kInt,
+    "50",
     "Microseconds a TcpStore client polls for a reply before sleeping; a sleeping thread takes "
     "25-50 us to wake, longer than a whole store round trip. 0 disables.",
-    nullptr, false, nullptr, 0, 1000000};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1000000};
 
 inline constexpr KnobSpec kStoreServerSpinUs{
-    "COHORT_STORE_SERVER_SPIN_US", KnobType::kInt, "50",
+    "COHORT_STORE_SERVER_SPIN_US",
+    KnobType::kInt,
+    "50",
     "Microseconds the TcpStore server keeps polling after its last request before it sleeps, so "
     "that a client's next request finds it awake. 0 disables.",
-    nullptr, false, nullptr, 0, 1000000};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1000000};
 
 inline constexpr KnobSpec kSocketIfname{
-    "COHORT_SOCKET_IFNAME", KnobType::kString, "",
+    "COHORT_SOCKET_IFNAME",
+    KnobType::kString,
+    "",
     "Network interface whose address process groups listen on and publish; empty: the interface "
     "of the route to the store's host (MASTER_ADDR), never loopback unless that host is.",
-    nullptr, false, "GLOO_SOCKET_IFNAME"};
+    nullptr,
+    false,
+    "GLOO_SOCKET_IFNAME"};
 
 inline constexpr KnobSpec kTcpSpinUs{
-    "COHORT_TCP_SPIN_US", KnobType::kInt, "100",
+    "COHORT_TCP_SPIN_US",
+    KnobType::kInt,
+    "100",
     "Microseconds a collective polls its sockets without sleeping before it waits in poll(2). "
     "0 disables.",
-    nullptr, false, nullptr, 0, 1000000};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1000000};
 
 inline constexpr KnobSpec kTcpBufferBytes{
-    "COHORT_TCP_BUFFER_BYTES", KnobType::kInt, "0",
+    "COHORT_TCP_BUFFER_BYTES",
+    KnobType::kInt,
+    "0",
     "SO_SNDBUF and SO_RCVBUF of process-group connections; 0 leaves them to the kernel's "
     "autotuning.",
-    nullptr, false, nullptr, 0, 2147483647};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    2147483647};
 
 inline constexpr KnobSpec kTcpConnect{
     "COHORT_TCP_CONNECT", KnobType::kChoice, "eager",
@@ -121,10 +183,16 @@ inline constexpr KnobSpec kTcpConnect{
     "eager|lazy"};
 
 inline constexpr KnobSpec kFileStoreCompactBytes{
-    "COHORT_FILESTORE_COMPACT_BYTES", KnobType::kInt, "1048576",
+    "COHORT_FILESTORE_COMPACT_BYTES",
+    KnobType::kInt,
+    "1048576",
     "A FileStore's log is rewritten (to a new file, renamed over the old) once it is this long and "
     "four times what its live keys need.",
-    nullptr, false, nullptr, 0, 1099511627776};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1099511627776};
 
 inline constexpr KnobSpec kAlgo{
     "COHORT_ALGO", KnobType::kString, "",
@@ -134,10 +202,16 @@ inline constexpr KnobSpec kAlgo{
     "ranks are leaves the table's choice."};
 
 inline constexpr KnobSpec kDefaultTimeoutS{
-    "COHORT_TIMEOUT_S", KnobType::kFloat, "1800",
+    "COHORT_TIMEOUT_S",
+    KnobType::kFloat,
+    "1800",
     "Default timeout of process groups (torch's default_pg_timeout), used when init_process_group "
     "is given none.",
-    nullptr, false, nullptr, 0.001, 31536000};
+    nullptr,
+    false,
+    nullptr,
+    0.001,
+    31536000};
 
 inline constexpr KnobSpec kMpiThread{
     "COHORT_MPI_THREAD", KnobType::kChoice, "caller",
@@ -163,47 +237,89 @@ inline constexpr KnobSpec kShm{
     "auto|off"};
 
 inline constexpr KnobSpec kShmRanksPerHost{
-    "COHORT_SHM_RANKS_PER_HOST", KnobType::kInt, "0",
+    "COHORT_SHM_RANKS_PER_HOST",
+    KnobType::kInt,
+    "0",
     "For tests on one machine: treat each run of N consecutive global ranks as one host, so that "
     "the mixed (shm and TCP) and hierarchical paths run. 0: decide from the host identity.",
-    nullptr, false, nullptr, 0, 65536};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    65536};
 
 inline constexpr KnobSpec kShmRingBytes{
-    "COHORT_SHM_RING_BYTES", KnobType::kInt, "1048576",
+    "COHORT_SHM_RING_BYTES",
+    KnobType::kInt,
+    "1048576",
     "Bytes of the shared-memory ring that carries messages from one rank to another on its host "
     "(rounded up to a power of two).",
-    nullptr, false, nullptr, 4096, 1073741824};
+    nullptr,
+    false,
+    nullptr,
+    4096,
+    1073741824};
 
 inline constexpr KnobSpec kShmSlotBytes{
-    "COHORT_SHM_SLOT_BYTES", KnobType::kInt, "524288",
+    "COHORT_SHM_SLOT_BYTES",
+    KnobType::kInt,
+    "524288",
     "Bytes of each of a rank's two shared-memory slots, through which the direct shared-memory "
     "algorithms move data in chunks of this size.",
-    nullptr, false, nullptr, 4096, 1073741824};
+    nullptr,
+    false,
+    nullptr,
+    4096,
+    1073741824};
 
 inline constexpr KnobSpec kShmSingleCopyBytes{
-    "COHORT_SHM_SINGLE_COPY_BYTES", KnobType::kInt, "262144",
+    "COHORT_SHM_SINGLE_COPY_BYTES",
+    KnobType::kInt,
+    "262144",
     "From this many bytes per rank, and below 8 times that, all_gather among ranks of one host reads "
     "the others' buffers directly (process_vm_readv: one copy instead of two through shared memory), "
     "where the system allows it and the host's ranks do not outnumber its cores. 0 disables.",
-    nullptr, false, nullptr, 0, 1099511627776};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1099511627776};
 
 inline constexpr KnobSpec kShmSpinUs{
-    "COHORT_SHM_SPIN_US", KnobType::kInt, "200",
+    "COHORT_SHM_SPIN_US",
+    KnobType::kInt,
+    "200",
     "Microseconds a rank waiting on shared memory spins (then yields) before it sleeps on a futex; "
     "with more local ranks than cores it yields from the start.",
-    nullptr, false, nullptr, 0, 1000000};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1000000};
 
 inline constexpr KnobSpec kLauncherStopTimeoutS{
-    "COHORT_LAUNCHER_STOP_TIMEOUT_S", KnobType::kFloat, "30",
+    "COHORT_LAUNCHER_STOP_TIMEOUT_S",
+    KnobType::kFloat,
+    "30",
     "Seconds cohortrun waits for workers to exit after SIGTERM (when one failed, or it was told to "
     "stop) before it kills them with SIGKILL (torchrun's 30); --shutdown-timeout overrides it.",
-    nullptr, false, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", 0, 86400};
+    nullptr,
+    false,
+    "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+    0,
+    86400};
 
 inline constexpr KnobSpec kTraceBufferEntries{
-    "COHORT_TRACE_BUFFER_ENTRIES", KnobType::kInt, "2000",
+    "COHORT_TRACE_BUFFER_ENTRIES",
+    KnobType::kInt,
+    "2000",
     "Operations each process group keeps in its flight recorder (a ring, allocated when the group is "
     "made), for the dumps cohort-trace reads. 0 disables the recorder.",
-    nullptr, false, "TORCH_FR_BUFFER_SIZE|TORCH_NCCL_TRACE_BUFFER_SIZE", 0, 10000000};
+    nullptr,
+    false,
+    "TORCH_FR_BUFFER_SIZE|TORCH_NCCL_TRACE_BUFFER_SIZE",
+    0,
+    10000000};
 
 inline constexpr KnobSpec kTraceDir{
     "COHORT_TRACE_DIR", KnobType::kString, "",
@@ -212,11 +328,17 @@ inline constexpr KnobSpec kTraceDir{
     "installed only when this is set). Empty: no dumps."};
 
 inline constexpr KnobSpec kStallWarnS{
-    "COHORT_STALL_WARN_S", KnobType::kFloat, "60",
+    "COHORT_STALL_WARN_S",
+    KnobType::kFloat,
+    "60",
     "Seconds a collective (or point-to-point operation) may be pending before a warning names it "
     "and the ranks that have not joined it; repeated at doubling intervals until it ends. 0 "
     "disables the stall inspector.",
-    nullptr, false, nullptr, 0, 31536000};
+    nullptr,
+    false,
+    nullptr,
+    0,
+    31536000};
 
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,

@@ -14,7 +14,8 @@ inline std::vector<std::string> split(std::string_view text, char separator) {
   size_t begin = 0;
   for (;;) {
     const size_t end = text.find(separator, begin);
-    items.emplace_back(text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
+    items.emplace_back(
+        text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
     if (end == std::string_view::npos) return items;
     begin = end + 1;
   }

@@ -3,10 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <utility>
 #include <vector>
-#include <iostream>
 
 #include "cohort/errors.h"
 #include "common/split.h"
@@ -184,11 +184,18 @@ CliOutcome parse_command_line(int argc, char** argv) {
                "torch.distributed.launch, the program otherwise gets --local-rank=N)");
   // torchrun's flags that cohortrun cannot honour: refused by name.
   std::map<std::string, std::pair<std::string, const char*>> unsupported = {
-      {"--duplicate-stdout-filters", {"", "no filtered copy of the workers' output is kept; --tee and --log-dir keep all of it"}},
-      {"--duplicate-stderr-filters", {"", "no filtered copy of the workers' output is kept; --tee and --log-dir keep all of it"}},
-      {"--logs-specs", {"", "it names a Python plugin class of torchrun's; cohortrun's logs are --log-dir, --redirects and --tee"}},
-      {"--numa-binding", {"", "workers are not bound to NUMA nodes; numactl in front of the program binds them"}},
-      {"--virtual-local-rank", {"", "LOCAL_RANK stays the worker's own and CUDA_VISIBLE_DEVICES is not changed"}},
+      {"--duplicate-stdout-filters",
+       {"", "no filtered copy of the workers' output is kept; --tee and --log-dir keep all of it"}},
+      {"--duplicate-stderr-filters",
+       {"", "no filtered copy of the workers' output is kept; --tee and --log-dir keep all of it"}},
+      {"--logs-specs",
+       {"",
+        "it names a Python plugin class of torchrun's; cohortrun's logs are --log-dir, --redirects and "
+        "--tee"}},
+      {"--numa-binding",
+       {"", "workers are not bound to NUMA nodes; numactl in front of the program binds them"}},
+      {"--virtual-local-rank",
+       {"", "LOCAL_RANK stays the worker's own and CUDA_VISIBLE_DEVICES is not changed"}},
   };
   for (auto& [flag, value_and_why] : unsupported)
     app.add_option(names(flag), value_and_why.first, std::string("Refused: ") + value_and_why.second);

@@ -13,7 +13,8 @@ std::string describe(const WorkerFailure& f) {
   return "  time      : " + f.time + "\n  host      : " + f.host +
          "\n  rank      : " + std::to_string(f.rank) + " (local_rank: " + std::to_string(f.local_rank) +
          ")\n  exitcode  : " + exit_text + " (pid: " + std::to_string(f.pid) +
-         ")\n  error_file: " + (f.error_file_shown.empty() ? f.error_file : f.error_file_shown) + "\n  traceback : " + message + "\n";
+         ")\n  error_file: " + (f.error_file_shown.empty() ? f.error_file : f.error_file_shown) +
+         "\n  traceback : " + message + "\n";
 }
 
 }  // namespace

@@ -214,8 +214,8 @@ void WorkerGroup::reap() {
     // the launcher's temporary folder is gone once it exits.
     f.error_file = w->error_file;
     f.error_file_shown = !file_exists(w->error_file) ? "<N/A>"
-                         : config_.log_dir.empty()   ? w->error_file + " (removed at exit; --log-dir keeps it)"
-                                                     : w->error_file;
+                         : config_.log_dir.empty() ? w->error_file + " (removed at exit; --log-dir keeps it)"
+                                                   : w->error_file;
     f.host = host_name();
     f.time = now_text();
     f.message = read_error_message(w->error_file);

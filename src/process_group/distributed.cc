@@ -130,14 +130,16 @@ void join_everywhere(const std::shared_ptr<Store>& store, const std::string& nam
     resolve(nullptr)->barrier();
     return;
   }
-  const std::string arrived = "cohort/new_group/" + name + "/joined", all = "cohort/new_group/" + name + "/all";
+  const std::string arrived = "cohort/new_group/" + name + "/joined",
+                    all = "cohort/new_group/" + name + "/all";
   if (store->add(arrived, 1) == world_size) store->set(all, Bytes{1});
   try {
     store->wait({all}, timeout);
   } catch (const TimeoutError&) {
     throw TimeoutError("new_group " + name + ": " + std::to_string(store->add(arrived, 0)) + " of " +
                        std::to_string(world_size) + " ranks called new_group within " +
-                       std::to_string(timeout.count()) + " ms (every rank must, members or not; "
+                       std::to_string(timeout.count()) +
+                       " ms (every rank must, members or not; "
                        "use_local_synchronization=true waits for members only)");
   }
 }

@@ -19,8 +19,9 @@ GroupPtr group_or_default(const GroupPtr& group) {
 
 void check_length(const char* op, const char* list, size_t got, size_t want) {
   if (got != want) {
-    throw InvalidArgument(std::string(op) + ": " + list + " has " + std::to_string(got) + " entries, but the group has " +
-                          std::to_string(want) + " ranks (one entry per rank)");
+    throw InvalidArgument(std::string(op) + ": " + list + " has " + std::to_string(got) +
+                          " entries, but the group has " + std::to_string(want) +
+                          " ranks (one entry per rank)");
   }
 }
 
@@ -94,7 +95,8 @@ void broadcast_object_list(std::vector<Bytes>& object_list, int src, const Group
   }
 }
 
-void gather_object(const Bytes& obj, std::vector<Bytes>* object_gather_list, int dst, const GroupPtr& group_in) {
+void gather_object(const Bytes& obj, std::vector<Bytes>* object_gather_list, int dst,
+                   const GroupPtr& group_in) {
   const GroupPtr group = group_or_default(group_in);
   if (!group->is_member()) return;
   const size_t n = static_cast<size_t>(group->size());
@@ -102,7 +104,8 @@ void gather_object(const Bytes& obj, std::vector<Bytes>* object_gather_list, int
   o.dst = get_group_rank(group, dst);
   const bool root = group->rank() == o.dst;
   if (root) {
-    if (!object_gather_list) throw InvalidArgument("gather_object: object_gather_list is null on dst " + std::to_string(dst));
+    if (!object_gather_list)
+      throw InvalidArgument("gather_object: object_gather_list is null on dst " + std::to_string(dst));
     check_length("gather_object", "object_gather_list", object_gather_list->size(), n);
   }
   // Every rank needs the largest size to pad to: the sizes go to all.
@@ -119,22 +122,26 @@ void gather_object(const Bytes& obj, std::vector<Bytes>* object_gather_list, int
   }
   group->gather(pieces, Buffer::of(padded), o);
   if (root) {
-    for (size_t q = 0; q < n; ++q) (*object_gather_list)[q] = unpad(all.block.data() + q * all.width, sizes[q]);
+    for (size_t q = 0; q < n; ++q)
+      (*object_gather_list)[q] = unpad(all.block.data() + q * all.width, sizes[q]);
   }
 }
 
 void scatter_object_list(std::vector<Bytes>& scatter_object_output_list,
-                         const std::vector<Bytes>& scatter_object_input_list, int src, const GroupPtr& group_in) {
+                         const std::vector<Bytes>& scatter_object_input_list, int src,
+                         const GroupPtr& group_in) {
   const GroupPtr group = group_or_default(group_in);
   if (!group->is_member()) return;
   const size_t n = static_cast<size_t>(group->size());
   if (scatter_object_output_list.empty()) {
-    throw InvalidArgument("scatter_object_list: scatter_object_output_list is empty; give a list of at least one entry");
+    throw InvalidArgument(
+        "scatter_object_list: scatter_object_output_list is empty; give a list of at least one entry");
   }
   ScatterOptions o;
   o.src = get_group_rank(group, src);
   const bool root = group->rank() == o.src;
-  if (root) check_length("scatter_object_list", "scatter_object_input_list", scatter_object_input_list.size(), n);
+  if (root)
+    check_length("scatter_object_list", "scatter_object_input_list", scatter_object_input_list.size(), n);
   // The root tells every rank the width it pads to, then each its size.
   std::vector<int64_t> sizes(n);
   int64_t width = 0;

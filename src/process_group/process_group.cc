@@ -64,7 +64,8 @@ ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, std::str
       done_work_(completed_work()) {}
 
 std::shared_ptr<ProcessGroup> ProcessGroup::non_member(std::vector<int> global_ranks, std::string name) {
-  return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMemberTag{}, std::move(global_ranks), std::move(name)));
+  return std::shared_ptr<ProcessGroup>(
+      new ProcessGroup(NonMemberTag{}, std::move(global_ranks), std::move(name)));
 }
 
 ProcessGroup::~ProcessGroup() {

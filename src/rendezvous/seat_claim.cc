@@ -65,8 +65,8 @@ Status claim_seat(Store& store, int rank, int size) {
     }
     return Status::ok_status();
   } catch (const Error& e) {
-    return Status(StatusCode::kStoreError, std::string("claiming the seat of rank ") + std::to_string(rank) +
-                                               ": " + e.what());
+    return Status(StatusCode::kStoreError,
+                  std::string("claiming the seat of rank ") + std::to_string(rank) + ": " + e.what());
   }
 }
 

@@ -275,9 +275,9 @@ std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<TensorP2P
   std::vector<P2POp> buffers;
   buffers.reserve(ops.size());
   for (const auto& op : ops) {
-    buffers.push_back(P2POp{op.kind, to_buffer(op.tensor, op.kind == P2POp::kSend ? "isend's tensor"
-                                                                                   : "irecv's tensor"),
-                            op.peer, op.tag});
+    buffers.push_back(
+        P2POp{op.kind, to_buffer(op.tensor, op.kind == P2POp::kSend ? "isend's tensor" : "irecv's tensor"),
+              op.peer, op.tag});
   }
   std::vector<std::shared_ptr<Work>> works = batch_isend_irecv(buffers, group);
   for (size_t i = 0; i < works.size(); ++i) keep_alive(works[i], {ops[i].tensor});
@@ -335,7 +335,8 @@ void gather_object(const c10::IValue& obj, std::vector<c10::IValue>* object_gath
 }
 
 void scatter_object_list(std::vector<c10::IValue>& scatter_object_output_list,
-                         const std::vector<c10::IValue>& scatter_object_input_list, int src, const GroupPtr& group) {
+                         const std::vector<c10::IValue>& scatter_object_input_list, int src,
+                         const GroupPtr& group) {
   std::vector<Bytes> out(scatter_object_output_list.size());
   scatter_object_list(out, pickled_all(scatter_object_input_list), src, group);
   const GroupPtr g = group ? group : default_group();

@@ -9,8 +9,8 @@
 #include "cohort/config.h"
 #include "cohort/errors.h"
 #include "common/config_registry.h"
-#include "common/split.h"
 #include "common/logging.h"
+#include "common/split.h"
 
 namespace cohort {
 namespace {

@@ -129,10 +129,11 @@ TEST(ToolsTest, CohortBenchHelpSaysHowToUseItAndExitsZero) {
 }
 
 TEST(LauncherTest, TorchrunFlagsItCannotHonourAreRefusedByName) {
-  for (const std::string flag : {"--numa-binding node", "--virtual-local-rank yes", "--logs-specs mine",
-                                 "--duplicate-stdout-filters apple", "--duplicate_stderr_filters pear",
-                                 "--event-log-handler console", "--start-method thread",
-                                 "--signals-to-handle SIGSEGV", "--shutdown-timeout -3", "--no-such-flag 1"}) {
+  for (const std::string flag :
+       {"--numa-binding node", "--virtual-local-rank yes", "--logs-specs mine",
+        "--duplicate-stdout-filters apple", "--duplicate_stderr_filters pear", "--event-log-handler console",
+        "--start-method thread", "--signals-to-handle SIGSEGV", "--shutdown-timeout -3",
+        "--no-such-flag 1"}) {
     LaunchResult r = launch("--standalone " + flag, "env");
     EXPECT_EQ(r.code, 2) << flag << "\n" << r.output;
     std::string name = flag.substr(0, flag.find(' '));
@@ -142,9 +143,10 @@ TEST(LauncherTest, TorchrunFlagsItCannotHonourAreRefusedByName) {
 }
 
 TEST(LauncherTest, TorchrunFlagsItHonourAreAccepted) {
-  LaunchResult r = launch("--standalone --nproc-per-node 2 --start-method fork --event-log-handler null "
-                          "--signals-to-handle SIGTERM,SIGINT,SIGUSR1 --shutdown-timeout 1 --use-env",
-                          "env");
+  LaunchResult r = launch(
+      "--standalone --nproc-per-node 2 --start-method fork --event-log-handler null "
+      "--signals-to-handle SIGTERM,SIGINT,SIGUSR1 --shutdown-timeout 1 --use-env",
+      "env");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank1]: LOCAL_RANK=1\n"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("argument --local-rank"), std::string::npos) << "cohortrun passes no --local-rank\n"
@@ -155,8 +157,8 @@ TEST(LauncherTest, TorchrunFlagsItHonourAreAccepted) {
 // torch.distributed.launch) with `flags`.
 LaunchResult launch_as_torch_launch(const std::string& flags) {
   Subprocess p({"/bin/sh", "-c",
-                "exec " + quote(binary_path("tools/cohort-launch")) + " --standalone --nproc-per-node 2 " + flags +
-                    " " + quote(binary_path("tests/launch_worker")) + " env 2>&1"});
+                "exec " + quote(binary_path("tools/cohort-launch")) + " --standalone --nproc-per-node 2 " +
+                    flags + " " + quote(binary_path("tests/launch_worker")) + " env 2>&1"});
   LaunchResult r;
   r.output = p.read_all(100s);
   r.code = p.wait();
@@ -335,14 +337,16 @@ TEST(LauncherTest, ABackgroundLaunchersSigintStopsWorkersThatInheritedItIgnored)
   // A script's background job starts with SIGINT ignored, and so would its
   // workers: the stop signal must still stop them, long before the 30 s
   // after which SIGKILL would.
-  Subprocess p({"/bin/sh", "-c",
-                "trap '' INT; exec " + quote(binary_path("tools/cohortrun")) +
-                    " --standalone --nproc-per-node 2 " + quote(binary_path("tests/launch_worker")) + " sleep"},
-               {"COHORT_LAUNCHER_STOP_TIMEOUT_S=30"});
+  Subprocess p(
+      {"/bin/sh", "-c",
+       "trap '' INT; exec " + quote(binary_path("tools/cohortrun")) + " --standalone --nproc-per-node 2 " +
+           quote(binary_path("tests/launch_worker")) + " sleep"},
+      {"COHORT_LAUNCHER_STOP_TIMEOUT_S=30"});
   auto pids = pids_of(p, 2);
   ASSERT_EQ(pids.size(), 4u);
   p.signal(SIGINT);
-  for (pid_t pid : pids) EXPECT_TRUE(wait_gone(pid)) << "pid " << pid << " still runs after the launcher's SIGINT";
+  for (pid_t pid : pids)
+    EXPECT_TRUE(wait_gone(pid)) << "pid " << pid << " still runs after the launcher's SIGINT";
   EXPECT_EQ(p.wait(), 128 + SIGINT);
 }
 

@@ -20,8 +20,8 @@ std::vector<std::string> run_groups(const std::string& mode, const std::vector<s
     std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1",
                                     "MASTER_PORT=" + std::to_string(port)};
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    ranks.push_back(std::make_unique<Subprocess>(std::vector<std::string>{binary_path("tests/groups_worker"), mode},
-                                                 env));
+    ranks.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{binary_path("tests/groups_worker"), mode}, env));
   }
   std::vector<std::string> out;
   for (int r = 0; r < 4; ++r) {
@@ -41,8 +41,8 @@ std::vector<std::pair<std::string, int>> start_ranks(const std::string& mode,
   std::vector<std::unique_ptr<Subprocess>> ranks;
   for (auto env : envs) {
     env.insert(env.end(), {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
-    ranks.push_back(std::make_unique<Subprocess>(std::vector<std::string>{binary_path("tests/groups_worker"), mode},
-                                                 env, true));
+    ranks.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{binary_path("tests/groups_worker"), mode}, env, true));
   }
   std::vector<std::pair<std::string, int>> out;
   for (auto& r : ranks) {
@@ -55,7 +55,8 @@ std::vector<std::pair<std::string, int>> start_ranks(const std::string& mode,
 TEST(GroupsAsTorch, ARankGivenTwiceIsNamedWithBothProcesses) {
   // Ranks 0, 1 and 1 of 2: whichever rank 1 comes second is refused at
   // once, naming both processes; no process waits out its timeout.
-  auto out = start_ranks("join", {{"RANK=0", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=2"}});
+  auto out = start_ranks(
+      "join", {{"RANK=0", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=2"}});
   int refused = 0;
   for (const auto& [text, code] : out) {
     if (code == 0) continue;

@@ -134,7 +134,8 @@ TEST(CohortInfoTest, ATimeoutThatWouldMeanWaitingForeverIsRefusedWithItsRange) {
     Subprocess info({binary_path("tools/cohort-info")}, {std::string("COHORT_TIMEOUT_S=") + bad}, true);
     const std::string out = info.read_all(seconds(20));
     EXPECT_EQ(info.wait(), 1) << bad;
-    EXPECT_NE(out.find(std::string("COHORT_TIMEOUT_S (from the environment) is '") + bad + "'"), std::string::npos)
+    EXPECT_NE(out.find(std::string("COHORT_TIMEOUT_S (from the environment) is '") + bad + "'"),
+              std::string::npos)
         << out;
     EXPECT_NE(out.find("from 0.001 to 31536000"), std::string::npos) << out;
   }

@@ -116,7 +116,8 @@ TEST(TensorCollectives, ObjectCollectivesCarryIValuesOfEveryKindAndSize) {
     std::vector<c10::IValue> gathered(3);
     gather_object(object_of(rank), rank == 2 ? &gathered : nullptr, /*dst=*/2, g);
     if (rank == 2) {
-      for (int q = 0; q < 3; ++q) EXPECT_TRUE(same(gathered[static_cast<size_t>(q)], q)) << "gather from " << q;
+      for (int q = 0; q < 3; ++q)
+        EXPECT_TRUE(same(gathered[static_cast<size_t>(q)], q)) << "gather from " << q;
     }
 
     std::vector<c10::IValue> inputs;

@@ -139,8 +139,8 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   std::vector<Bytes> addresses;
   const auto waited_from = std::chrono::steady_clock::now();
   for (;;) {
-    const auto remaining =
-        deadline.is_never() ? std::chrono::milliseconds(1000) : std::max(std::chrono::milliseconds(1), deadline.remaining());
+    const auto remaining = deadline.is_never() ? std::chrono::milliseconds(1000)
+                                               : std::max(std::chrono::milliseconds(1), deadline.remaining());
     try {
       store.wait(keys, std::min(remaining, std::chrono::milliseconds(1000)));
       addresses = store.multi_get(keys);
