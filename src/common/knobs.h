@@ -57,9 +57,22 @@ inline constexpr KnobSpec kStoreToken{
     "COHORT_STORE_TOKEN",
     KnobType::kString,
     "",
-    "Shared secret for TcpStore authentication (HMAC-SHA256 challenge); empty disables it.",
+    "Shared secret for TcpStore authentication (HMAC-SHA256 challenge) and for the process groups' "
+    "data-plane hellos (each carries an HMAC of the group's nonce under it); empty disables both.",
     nullptr,
     true};
+
+inline constexpr KnobSpec kJobId{
+    "COHORT_JOB_ID",
+    KnobType::kString,
+    "",
+    "Names the job a process belongs to; the ranks of a group compare it when they claim their "
+    "seats, so a process of another job that reaches this job's store (two jobs on one "
+    "MASTER_PORT) is refused naming both jobs. cohortrun and torchrun set TORCHELASTIC_RUN_ID, "
+    "read when this is unset; empty or none: processes started by hand, compared as such.",
+    nullptr,
+    false,
+    "TORCHELASTIC_RUN_ID"};
 
 inline constexpr KnobSpec kStoreMaxKeyBytes{
     "COHORT_STORE_MAX_KEY_BYTES",
@@ -352,6 +365,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kStoreClientSpinUs,
     &kStoreServerSpinUs,
     &kSocketIfname,
+    &kJobId,
     &kTcpSpinUs,
     &kAlgo,
     &kDefaultTimeoutS,

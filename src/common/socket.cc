@@ -171,7 +171,8 @@ uint16_t local_port(int fd) {
 std::string peer_address(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  // After a reset the kernel no longer knows; callers name the peer too.
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "the peer";
   return sockaddr_text(reinterpret_cast<sockaddr*>(&ss));
 }
 

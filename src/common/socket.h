@@ -56,7 +56,8 @@ Result<Socket> listen_tcp(const std::string& host, uint16_t port, int backlog = 
 // local_port returns the port a socket is bound to, or 0.
 uint16_t local_port(int fd);
 
-// peer_address returns "addr:port" of the other end, or "?".
+// peer_address returns "addr:port" of the other end, or "the peer" once
+// the connection is gone (the kernel forgets it on a reset).
 std::string peer_address(int fd);
 
 // connect_tcp connects to host:port, trying every address the name resolves

@@ -2,41 +2,97 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "cohort/errors.h"
+#include "common/config_registry.h"
 
 namespace cohort {
 namespace {
 
 const char kWorldSizeKey[] = "seat/world_size";
+const char kJobKey[] = "seat/job";      // "<job id>\n<rank>\n<process>" of the first claimant
+const char kNonceKey[] = "seat/nonce";  // the group's nonce, made by the first claimant
 const char kProblemKey[] = "seat/problem";
 const char kArrivalsKey[] = "seat/arrivals";  // processes that began a claim
 const char kRefusedKey[] = "seat/refused";    // of them, refused
 const char kSeenKey[] = "seat/problem_seen";  // of the others, those that read why
 
-// identity names this process for a person: "pid 123 on host h" (and the
-// launcher's job id when one was given).
-std::string identity() {
-  char host[256] = "?";
-  gethostname(host, sizeof host - 1);
-  std::string id = "pid " + std::to_string(getpid()) + " on host " + host;
-  const char* job = std::getenv("TORCHELASTIC_RUN_ID");
-  if (job && *job && std::string(job) != "none") id += std::string(" of job ") + job;
-  return id;
+// job_id is this process's job, "" for one started by hand (torchrun's
+// static rendezvous writes "none").
+std::string job_id() {
+  std::string job = config_string(knobs::kJobId);
+  return job == "none" ? std::string() : job;
 }
 
+std::string job_text(const std::string& job) {
+  return job.empty() ? std::string("no job id (started by hand)") : "job " + job;
+}
+
+// refuse publishes why this rank cannot join, so that every rank waiting
+// fails with it, and stays until they read it: this rank may host the
+// store.
 Status refuse(Store& store, const std::string& why) {
   store.add(kRefusedKey, 1);
   store.set(kProblemKey, to_bytes(why));
+  linger_until_seen(store, std::chrono::seconds(5));
   return Status(StatusCode::kInvalidArgument, why);
+}
+
+// check_job compares this process's job with rank 0's, which every other
+// rank waits for (1 s at a time, so that a refusal ends the wait): the job
+// is the one whose rank 0 holds seat 0. A rank of another job is refused
+// alone, publishing nothing, so that a stranger cannot stop the job it
+// stumbled into; a second rank 0 of another job is refused as any second
+// claimant, which stops both.
+Status check_job(Store& store, int rank, Deadline deadline) {
+  const std::string mine = job_id() + "\n" + describe_this_process();
+  std::string held;
+  if (rank == 0) {
+    held = to_string(store.compare_set(kJobKey, {}, to_bytes(mine)));
+  } else {
+    for (;;) {
+      try {
+        store.wait({kJobKey}, std::min(deadline.remaining(), std::chrono::milliseconds(1000)));
+        held = to_string(store.get(kJobKey));
+        break;
+      } catch (const TimeoutError&) {
+        if (auto problem = seat_problem(store)) {
+          acknowledge_seat_problem(store);
+          return invalid_argument("rank " + std::to_string(rank) + " cannot join: " + *problem);
+        }
+        if (deadline.expired()) return timeout_error("rank 0 never arrived");
+      }
+    }
+  }
+  const size_t cut = held.find('\n');
+  if (cut == std::string::npos) return Status::ok_status();
+  const std::string their_job = held.substr(0, cut);
+  if (their_job == job_id()) return Status::ok_status();
+  const std::string why = "rank " + std::to_string(rank) + " (" + describe_this_process() + ") is of " +
+                          job_text(job_id()) + ", but rank 0 of the group in this store (" +
+                          held.substr(cut + 1) + ") is of " + job_text(their_job) +
+                          ": two jobs on one store (give each job its own MASTER_PORT)";
+  if (rank == 0) return refuse(store, why);
+  store.add(kRefusedKey, 1);
+  return invalid_argument(why);
 }
 
 }  // namespace
 
-Status claim_seat(Store& store, int rank, int size) {
+std::string describe_this_process() {
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  std::string id = "pid " + std::to_string(getpid()) + " on host " + host;
+  const std::string job = job_id();
+  if (!job.empty()) id += " of job " + job;
+  return id;
+}
+
+Result<Digest> claim_seat(Store& store, int rank, int size, Deadline deadline) {
   try {
     store.add(kArrivalsKey, 1);
     // The first rank to arrive states the world size; the others compare.
@@ -48,9 +104,11 @@ Status claim_seat(Store& store, int rank, int size) {
                                ", rank " + std::to_string(held_rank) + " says " + std::to_string(held_size) +
                                " (give every rank the same WORLD_SIZE)");
     }
+    Status job = check_job(store, rank, deadline);
+    if (!job.ok()) return job;
     // Claims are numbered; the first claimant holds the seat.
     const std::string seat = "seat/" + std::to_string(rank);
-    const std::string me = identity();
+    const std::string me = describe_this_process();
     const int64_t claim = store.add(seat + "/claims", 1);
     store.set(seat + "/by/" + std::to_string(claim), to_bytes(me));
     if (claim > 1) {
@@ -63,7 +121,16 @@ Status claim_seat(Store& store, int rank, int size) {
                                  "MASTER_PORT)");
       }
     }
-    return Status::ok_status();
+    const Digest fresh = random_nonce();
+    const Bytes held_nonce = store.compare_set(kNonceKey, {}, Bytes(fresh.begin(), fresh.end()));
+    Digest nonce{};
+    if (held_nonce.size() != nonce.size()) {
+      return Status(StatusCode::kStoreError, "the group's nonce in the store has " +
+                                                 std::to_string(held_nonce.size()) + " bytes, not " +
+                                                 std::to_string(nonce.size()));
+    }
+    std::copy(held_nonce.begin(), held_nonce.end(), nonce.begin());
+    return nonce;
   } catch (const Error& e) {
     return Status(StatusCode::kStoreError,
                   std::string("claiming the seat of rank ") + std::to_string(rank) + ": " + e.what());
@@ -90,6 +157,7 @@ void acknowledge_seat_problem(Store& store) {
 void linger_until_seen(Store& store, std::chrono::milliseconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   try {
+    if (!store.check({kProblemKey})) return;  // refused alone: nobody waits for word
     while (std::chrono::steady_clock::now() < until) {
       const int64_t others = store.add(kArrivalsKey, 0) - store.add(kRefusedKey, 0);
       if (store.add(kSeenKey, 0) >= others) return;

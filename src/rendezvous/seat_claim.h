@@ -11,16 +11,30 @@
 #include <string>
 
 #include "cohort/store.h"
+#include "common/deadline.h"
+#include "common/hmac.h"
 #include "common/status.h"
 
 namespace cohort {
 
+// describe_this_process names this process for a person: "pid 123 on host
+// h" and " of job J" when COHORT_JOB_ID (or torch's TORCHELASTIC_RUN_ID)
+// names one.
+std::string describe_this_process();
+
 // claim_seat records that this process is rank `rank` of `size` (keys
-// under "seat/" of `store`). Fails with InvalidArgument when another
-// process (another pid or host) holds the seat already, naming both, or
-// when a rank before it said another world size, naming both ranks and
-// sizes; either way it leaves the reason where seat_problem finds it.
-Status claim_seat(Store& store, int rank, int size);
+// under "seat/" of `store`) and returns the group's nonce: random, made by
+// the first rank to claim, the same for every rank of the group, so the
+// data plane can tell its peers from any process that did not join through
+// this store. Fails with InvalidArgument when another process (another pid
+// or host) holds the seat already, naming both; when a rank before it said
+// another world size, naming both ranks and sizes; or when rank 0 of the
+// group belongs to another job (COHORT_JOB_ID), naming both jobs. Each
+// refusal but one leaves the reason where seat_problem finds it: a rank of
+// another job is refused alone, since the job it reached is not at fault.
+// Ranks other than 0 wait for rank 0's claim (whose job is the group's)
+// until `deadline`: kTimeout "rank 0 never arrived".
+Result<Digest> claim_seat(Store& store, int rank, int size, Deadline deadline);
 
 // seat_problem is the reason a claim failed in this group, if one did:
 // the ranks still waiting for their peers' addresses fail with it instead
@@ -28,8 +42,9 @@ Status claim_seat(Store& store, int rank, int size);
 std::optional<std::string> seat_problem(Store& store);
 
 // acknowledge_seat_problem tells the refused rank that this one has read
-// the reason; linger_until_seen keeps a refused rank (which may host the
-// store) until every rank that arrived has read it, or `limit` passed.
+// the reason; linger_until_seen (claim_seat's, when it refuses) keeps a
+// refused rank (which may host the store) until every rank that arrived
+// has read it, or `limit` passed.
 void acknowledge_seat_problem(Store& store);
 void linger_until_seen(Store& store, std::chrono::milliseconds limit);
 

@@ -71,6 +71,30 @@ TEST(GroupsAsTorch, ARankGivenTwiceIsNamedWithBothProcesses) {
   EXPECT_EQ(out[2].second == 0 && out[1].second == 0, false) << "both rank 1s joined";
 }
 
+TEST(GroupsAsTorch, TwoJobsStartedTogetherOnOnePortNeverMix) {
+  // Jobs a and b, two ranks each, all on one MASTER_PORT at once. One rank
+  // 0 gets the port and hosts the store; its job runs. The other job's
+  // rank 1 reaches that store and is refused alone, naming both jobs; its
+  // rank 0 cannot listen on the port.
+  auto out = start_ranks("join-hold", {{"RANK=0", "WORLD_SIZE=2", "COHORT_JOB_ID=a"},
+                                       {"RANK=1", "WORLD_SIZE=2", "COHORT_JOB_ID=a"},
+                                       {"RANK=0", "WORLD_SIZE=2", "COHORT_JOB_ID=b"},
+                                       {"RANK=1", "WORLD_SIZE=2", "COHORT_JOB_ID=b"}});
+  const bool a_won = out[0].second == 0;
+  const auto& winner0 = out[a_won ? 0 : 2];
+  const auto& winner1 = out[a_won ? 1 : 3];
+  const auto& loser0 = out[a_won ? 2 : 0];
+  const auto& loser1 = out[a_won ? 3 : 1];
+  const std::string won = a_won ? "a" : "b", lost = a_won ? "b" : "a";
+  EXPECT_EQ(winner0.second, 0) << winner0.first;
+  EXPECT_EQ(winner1.second, 0) << "job " << won << "'s rank 1 did not join its job: " << winner1.first;
+  EXPECT_NE(loser0.second, 0) << loser0.first;
+  EXPECT_NE(loser1.second, 0) << "job " << lost << "'s rank 1 joined job " << won << ": " << loser1.first;
+  const std::string named = "of job " + lost + ", but rank 0 of the group in this store (pid ";
+  EXPECT_NE(loser1.first.find(named), std::string::npos) << loser1.first;
+  EXPECT_NE(loser1.first.find("of job " + won + ") is of job " + won), std::string::npos) << loser1.first;
+}
+
 TEST(GroupsAsTorch, RanksThatDisagreeOnTheWorldSizeAreBothToldWhoSaysWhat) {
   auto out = start_ranks("join", {{"RANK=0", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=3"}});
   for (const auto& [text, code] : out) {

@@ -125,8 +125,12 @@ int main(int argc, char** argv) {
   try {
     init_process_group(init);
     const int rank = get_rank();
-    if (mode == "join") {
+    if (mode == "join" || mode == "join-hold") {
       barrier();
+      // join-hold: rank 0 hosts the store until a stranger was refused
+      // there, so that the stranger meets this job, not a closed port.
+      if (mode == "join-hold" && rank == 0)
+        default_group()->store()->wait({"seat/refused"}, std::chrono::seconds(60));
       destroy_process_group();
       std::printf("rank %d ok: joined\n", rank);
       return 0;

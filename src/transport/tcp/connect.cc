@@ -20,11 +20,10 @@
 #include "common/config_registry.h"
 #include "common/logging.h"
 #include "rendezvous/seat_claim.h"
+#include "transport/tcp/hello.h"
 
 namespace cohort::tcp {
 namespace {
-
-constexpr uint32_t kHelloMagic = 0x4c454843;  // "CHEL"
 
 std::string addr_key(int rank) {
   return "tcp/addr/" + std::to_string(rank);
@@ -103,6 +102,25 @@ Status read_full(int fd, void* data, size_t n, Deadline deadline) {
   return Status::ok_status();
 }
 
+// read_hello reads a caller's hello; nullopt for a connection that is not
+// a cohort peer's (it is dropped). A caller has a few seconds: it sends its
+// hello as soon as it connects, and a stranger that sends nothing must not
+// hold up the ranks behind it.
+std::optional<Hello> read_hello(int fd, Deadline deadline) {
+  const Deadline soon = Deadline::after(std::min(deadline.remaining(), std::chrono::milliseconds(10000)));
+  std::vector<uint8_t> bytes;
+  size_t needed = 4;  // the magic first
+  for (;;) {
+    const size_t have = bytes.size();
+    bytes.resize(needed);
+    if (!read_full(fd, bytes.data() + have, needed - have, soon).ok()) return std::nullopt;
+    needed = hello_bytes_needed(bytes.data(), bytes.size());
+    if (needed == 0) return std::nullopt;  // not a hello
+    if (needed == bytes.size()) break;
+  }
+  return decode_hello(bytes.data(), bytes.size());
+}
+
 std::string list_ranks(const std::vector<int>& ranks) {
   std::string s = "[";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -124,20 +142,31 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   if (!listener.ok())
     return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
   const std::string mine = format_address(address, local_port(listener.value().fd()));
-  Status seat = claim_seat(store, rank, size);
+  const auto waited_from = std::chrono::steady_clock::now();
+  std::vector<std::string> keys;
+  for (int q = 0; q < size; ++q) keys.push_back(addr_key(q));
+  // The ranks that have not published an address, when time ran out.
+  auto never_arrived = [&] {
+    std::vector<int> missing;
+    for (int q = 0; q < size; ++q) {
+      if (!store.check({keys[q]})) missing.push_back(q);
+    }
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from);
+    return timeout_error("ranks " + list_ranks(missing) + " never arrived (waited " +
+                         std::to_string(waited.count()) + " ms for " + std::to_string(size) + " ranks)");
+  };
+  auto seat = claim_seat(store, rank, size, deadline);
   if (!seat.ok()) {
-    // This rank may host the store: the others must read why first.
-    if (seat.code() == StatusCode::kInvalidArgument) linger_until_seen(store, std::chrono::seconds(5));
-    return seat;
+    if (seat.status().code() == StatusCode::kTimeout) return never_arrived();
+    return seat.status();
   }
+  GroupCredentials credentials{seat.value(), config_string(knobs::kStoreToken), describe_this_process()};
   store.set(addr_key(rank), to_bytes(mine));
 
   // Wait for every address, a second at a time: a rank whose seat claim
   // failed (a duplicate, another world size) ends every wait at once.
-  std::vector<std::string> keys;
-  for (int q = 0; q < size; ++q) keys.push_back(addr_key(q));
   std::vector<Bytes> addresses;
-  const auto waited_from = std::chrono::steady_clock::now();
   for (;;) {
     const auto remaining = deadline.is_never() ? std::chrono::milliseconds(1000)
                                                : std::max(std::chrono::milliseconds(1), deadline.remaining());
@@ -150,16 +179,7 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
         acknowledge_seat_problem(store);
         return invalid_argument("rank " + std::to_string(rank) + " cannot join: " + *problem);
       }
-      if (!deadline.is_never() && deadline.expired()) {
-        std::vector<int> missing;
-        for (int q = 0; q < size; ++q) {
-          if (!store.check({addr_key(q)})) missing.push_back(q);
-        }
-        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::steady_clock::now() - waited_from);
-        return timeout_error("ranks " + list_ranks(missing) + " never arrived (waited " +
-                             std::to_string(waited.count()) + " ms for " + std::to_string(size) + " ranks)");
-      }
+      if (!deadline.is_never() && deadline.expired()) return never_arrived();
     }
   }
 
@@ -168,7 +188,8 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   for (int q = 0; q < size; ++q) names[q] = to_string(addresses[q]);
   if (config_string(knobs::kTcpConnect) == "lazy") {
     // Everyone has joined; connections come with the first messages.
-    return std::make_unique<TcpTransport>(rank, size, std::move(listener.value()), std::move(names));
+    return std::make_unique<TcpTransport>(rank, size, std::move(listener.value()), std::move(names),
+                                          std::move(credentials));
   }
 
   // Connect to every lower rank and say who we are.
@@ -181,13 +202,10 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
     if (!s.ok())
       return s.status().with_context("rank " + std::to_string(rank) + " connecting to rank " +
                                      std::to_string(q));
-    std::vector<uint8_t> hello;
-    ByteWriter w(&hello);
-    w.u32(kHelloMagic);
-    w.u32(static_cast<uint32_t>(rank));
-    w.u32(static_cast<uint32_t>(size));
+    const std::vector<uint8_t> hello = encode_hello(make_hello(credentials, rank, q, size));
     Status st = send_all(s.value().fd(), hello.data(), hello.size(), deadline);
-    if (!st.ok()) return st;
+    if (!st.ok())
+      return st.with_context("rank " + std::to_string(rank) + " saying hello to rank " + std::to_string(q));
     sockets[q] = std::move(s.value());
   }
   // Accept one connection from every higher rank.
@@ -203,24 +221,53 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
                            " never connected");
     }
     Socket s(fd.value());
-    uint8_t hello[12];
-    Status st = read_full(s.fd(), hello, sizeof hello, deadline);
-    if (!st.ok()) return st;
-    ByteReader r(hello, sizeof hello);
-    uint32_t magic, peer, peer_size;
-    r.u32(&magic);
-    r.u32(&peer);
-    r.u32(&peer_size);
-    if (magic != kHelloMagic || peer_size != static_cast<uint32_t>(size) ||
-        peer <= static_cast<uint32_t>(rank) || peer >= static_cast<uint32_t>(size) || have[peer]) {
-      COHORT_LOG(kWarning) << "rank " << rank << ": ignoring a connection that is not a peer of this group";
+    const std::string from = peer_address(s.fd());
+    std::optional<Hello> hello = read_hello(s.fd(), deadline);
+    if (!hello) {
+      COHORT_LOG(kWarning) << "rank " << rank << ": dropping a connection from " << from
+                           << " that did not say a cohort hello";
       --accepted;
       continue;
     }
+    const int peer = hello->rank;
+    auto refusal = judge_hello(*hello, credentials, rank, size, peer >= 0 && peer < size && have[peer]);
+    if (!refusal && peer < rank) refusal = Refusal::kRankOutOfRange;  // lower ranks are called, not callers
+    if (refusal) {
+      COHORT_LOG(kWarning) << refused_by_us(*refusal, *hello, rank, size) << " (from " << from << ")";
+      const std::vector<uint8_t> no = encode_refusal(*refusal, credentials.identity);
+      (void)send_all(s.fd(), no.data(), no.size(), Deadline::after(std::chrono::seconds(1)));
+      --accepted;
+      continue;
+    }
+    const uint8_t welcome = static_cast<uint8_t>(HelloVerdict::kWelcome);
+    Status st = send_all(s.fd(), &welcome, 1, deadline);
+    if (!st.ok())
+      return st.with_context("rank " + std::to_string(rank) + " answering rank " + std::to_string(peer));
     int one = 1;
     setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     have[peer] = true;
     sockets[peer] = std::move(s);
+  }
+  // Every lower rank's answer to this rank's hello: once the higher ranks
+  // are accepted, so no rank waits on one that is still calling.
+  for (int q = 0; q < rank; ++q) {
+    uint8_t verdict = 0;
+    Status st = read_full(sockets[q].fd(), &verdict, 1, deadline);
+    if (st.code() == StatusCode::kNetworkError) {
+      return network_error("rank " + std::to_string(q) + " at " + names[q] + " closed rank " +
+                           std::to_string(rank) + "'s connection without answering its hello (" +
+                           st.message() +
+                           "): it exited, or had all its peers already (another process holding rank " +
+                           std::to_string(rank) + "?)");
+    }
+    if (!st.ok())
+      return st.with_context("rank " + std::to_string(rank) + " waiting for rank " + std::to_string(q) +
+                             " to answer its hello");
+    if (verdict == static_cast<uint8_t>(HelloVerdict::kWelcome)) continue;
+    auto why = read_refusal(sockets[q].fd(), deadline);
+    if (!why.ok())
+      return why.status().with_context("rank " + std::to_string(q) + " refused rank " + std::to_string(rank));
+    return invalid_argument(refused_by_them(why.value().first, rank, q, names[q], why.value().second));
   }
   const int buffer_bytes = static_cast<int>(config_int(knobs::kTcpBufferBytes));
   for (auto& s : sockets) {

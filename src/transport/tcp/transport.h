@@ -23,6 +23,7 @@
 
 #include "common/socket.h"
 #include "transport/shm/arena.h"
+#include "transport/tcp/hello.h"
 #include "transport/transport.h"
 
 namespace cohort::tcp {
@@ -33,8 +34,10 @@ class TcpTransport : public Transport {
   // `addresses[q]` describes it for messages.
   TcpTransport(int rank, int size, std::vector<Socket> sockets, std::vector<std::string> addresses);
   // Lazy: no connection yet; each is made the first time a rank sends to a
-  // peer, through `listener` and the peers' `addresses` (lazy_connect.cc).
-  TcpTransport(int rank, int size, Socket listener, std::vector<std::string> addresses);
+  // peer, through `listener` and the peers' `addresses` (lazy_connect.cc),
+  // each side showing and checking `credentials` (hello.h).
+  TcpTransport(int rank, int size, Socket listener, std::vector<std::string> addresses,
+               GroupCredentials credentials);
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -139,8 +142,7 @@ class TcpTransport : public Transport {
   // A connection accepted from a peer that has not said who it is yet.
   struct Handshake {
     Socket socket;
-    uint8_t hello[12];
-    size_t got = 0;
+    std::vector<uint8_t> hello;  // as received so far
   };
 
   // lazy_connect.cc: making connections on first use.
@@ -208,6 +210,7 @@ class TcpTransport : public Transport {
   int wake_fd_ = -1;  // eventfd written by wake() and interrupt()
   Socket listener_;   // lazy transports: where peers connect
   std::vector<Handshake> handshakes_;
+  GroupCredentials credentials_;  // lazy transports: what hellos show and expect
   Status failed_;  // once set, every request fails with it
   std::unique_ptr<shm::Arena> arena_;
   std::vector<int> host_of_;
