@@ -35,6 +35,9 @@ struct TcpStoreOptions {
   // token is the shared secret; unset means COHORT_STORE_TOKEN, and an empty
   // token means no authentication.
   std::optional<std::string> token;
+  // server_owner names who hosts the server ("rank 0"), so that a client
+  // that loses it says whom it lost; empty: not known.
+  std::string server_owner;
 };
 
 // TcpStore is a Store client over TCP, optionally hosting the server.

@@ -224,6 +224,13 @@ void destroy_process_group() {
   if (group && store && group->size() > 1) {
     try {
       group->barrier();
+    } catch (const DesyncError& e) {
+      // The others report that this rank's calls differ from theirs: the
+      // last chance for a rank that skipped a collective to hear of it.
+      throw DesyncError(
+          std::string("destroy_process_group: the other ranks report that this rank's calls differ "
+                      "from theirs (a collective skipped or added?): ") +
+          e.what());
     } catch (const Error& e) {
       COHORT_LOG(kWarning) << "destroy_process_group: the final barrier failed: " << e.what();
     }

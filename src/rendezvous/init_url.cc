@@ -147,6 +147,7 @@ Rendezvous rendezvous(const std::string& url_text, int rank, int world_size,
   TcpStoreOptions options;
   options.port = url.port;
   options.is_server = r.rank == 0;
+  options.server_owner = "rank 0";
   options.num_workers = r.world_size;
   // Joining is awaited by the process group, which can name the ranks that
   // never arrived; the store would only count them.

@@ -32,7 +32,8 @@ constexpr size_t kInitialReadCapacity = 4096;
 struct TcpStore::State {
   std::string host;
   uint16_t port = 0;
-  std::string address;  // "host:port", for messages
+  std::string address;       // "host:port", for messages
+  std::string server_owner;  // "rank 0", or empty
   std::string token;
   std::unique_ptr<TcpStoreServer> server;
   std::atomic<int64_t> timeout_ms{kDefaultStoreTimeout.count()};
@@ -207,6 +208,14 @@ struct TcpStore::State {
     if (st.ok()) st = read_exact(wire::kFrameHeaderBytes + *length, deadline);
     if (!st.ok()) {
       socket.reset();
+      if (st.code() == StatusCode::kNetworkError) {
+        // Read from the client's side: the server went away, and who hosted it.
+        throw_status(
+            Status(StatusCode::kStoreError,
+                   "TcpStore " + what + ": lost the store server at " + address +
+                       (server_owner.empty() ? "" : ", hosted by " + server_owner) +
+                       " (its process exited or was killed, or the network failed): " + st.message()));
+      }
       StatusCode code = st.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kStoreError;
       throw_status(Status(code, "TcpStore " + what + " to " + address + " failed: " + st.message()));
     }
@@ -267,6 +276,7 @@ TcpStore::TcpStore(std::string host, const TcpStoreOptions& options) : state_(st
     s.port = s.server->port();
   }
   s.address = format_address(s.host, s.port);
+  s.server_owner = options.server_owner;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     throw_if_error(s.connect(Deadline::after(options.timeout)));

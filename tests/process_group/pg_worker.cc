@@ -321,6 +321,28 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    if (mode == "skip") {
+      // Rank 1 skips the all_reduce rank 0 makes, and ends its job.
+      std::vector<float> v(1000, 1.0f);
+      if (rank == 0) {
+        try {
+          all_reduce(Buffer::of(v));
+        } catch (const DesyncError& e) {
+          std::printf("rank 0 ok: DesyncError: %s\n", e.what());
+          return 0;
+        }
+        std::fprintf(stderr, "rank 0: all_reduce ran without rank 1\n");
+        return 1;
+      }
+      try {
+        destroy_process_group();
+      } catch (const DesyncError& e) {
+        std::printf("rank 1 ok: DesyncError: %s\n", e.what());
+        return 0;
+      }
+      std::fprintf(stderr, "rank 1 wrong: it skipped a collective and destroy_process_group said nothing\n");
+      return 1;
+    }
     if (mode == "desync") {
       std::vector<float> v(1000, 1.0f);
       try {

@@ -160,6 +160,32 @@ TEST(ProcessGroupProcesses, DetailDebugMakesEveryProcessNameWhatEachRankCalled) 
   }
 }
 
+TEST(ProcessGroupProcesses, ARelayedDesyncReadsRightOnTheRankThatReadsIt) {
+  // Rank 1 (in broadcast) sees rank 0's all_reduce message and says so in
+  // its words; rank 0 reads the relayed reason in its own.
+  Job job = launch(2, "desync", "env://");
+  expect_all_ok(job);
+  EXPECT_NE(job.output[1].find("DesyncError: rank 0 is in all_reduce #1 while this rank is in broadcast #1"),
+            std::string::npos)
+      << job.output[1];
+  EXPECT_NE(
+      job.output[0].find("DesyncError: this rank (0) is in all_reduce #1 while rank 1 is in broadcast #1"),
+      std::string::npos)
+      << job.output[0];
+  EXPECT_NE(job.output[0].find("(reported by rank 1)"), std::string::npos) << job.output[0];
+}
+
+TEST(ProcessGroupProcesses, ARankThatSkippedACollectiveHearsItWhenItEndsItsJob) {
+  Job job = launch(2, "skip", "env://");
+  expect_all_ok(job);
+  EXPECT_NE(job.output[1].find("rank 1 ok: DesyncError: destroy_process_group: the other ranks report that "
+                               "this rank's calls differ from theirs"),
+            std::string::npos)
+      << job.output[1];
+  EXPECT_NE(job.output[1].find("all_reduce #1"), std::string::npos)
+      << "names what it skipped: " << job.output[1];
+}
+
 TEST(ProcessGroupProcesses, SilentPeerIsATimeoutNamingOpGroupAndSequence) {
   Job job = launch(3, "silent", "env://", 1);
   expect_all_ok(job);
@@ -343,6 +369,9 @@ TEST(ProcessGroupFailures, KilledStoreHostIsAStoreErrorOnTheOthersWithin2s) {
     EXPECT_EQ(job.ranks[r]->wait(), 0) << out;
     const long long at = caught_at(out, "StoreError");
     ASSERT_GT(at, 0) << "rank " << r << " did not get StoreError:\n" << out;
+    // Named from the reader's side: whom it lost, not "?".
+    EXPECT_NE(out.find("lost the store server at 127.0.0.1:"), std::string::npos) << out;
+    EXPECT_NE(out.find(", hosted by rank 0 (its process exited or was killed"), std::string::npos) << out;
     EXPECT_LT(at - killed_at, kDetectionBoundNs) << out;
   }
   job.ranks[0]->wait();

@@ -13,6 +13,7 @@
 
 #include "common/config_registry.h"
 #include "common/logging.h"
+#include "common/point_of_view.h"
 #include "common/spin.h"
 
 namespace cohort::tcp {
@@ -119,7 +120,8 @@ void TcpTransport::fail(const Status& status, bool tell_peers) {
     // sent), then drop every connection, so that the other ranks fail at
     // once with the root cause instead of waiting for their timeout.
     // Relayed failures keep naming the rank that saw the cause first.
-    std::string text = status.message();
+    // In words any rank can read ("this rank" is this one's number).
+    std::string text = as_said_by(status.message(), rank_);
     if (text.find("(reported by rank ") == std::string::npos)
       text += " (reported by rank " + std::to_string(rank_) + ")";
     std::vector<uint8_t> body(1 + text.size());
@@ -363,7 +365,8 @@ void TcpTransport::finish_body(int q) {
     const size_t n = p.body_unexpected->size;
     StatusCode code = n == 0 ? StatusCode::kNetworkError : static_cast<StatusCode>(b[0]);
     if (code != StatusCode::kTimeout && code != StatusCode::kDesync) code = StatusCode::kNetworkError;
-    std::string text = n > 1 ? std::string(reinterpret_cast<const char*>(b) + 1, n - 1) : "a peer failed";
+    std::string text =
+        n > 1 ? as_read_by(std::string(reinterpret_cast<const char*>(b) + 1, n - 1), rank_) : "a peer failed";
     // What this rank itself was waiting for helps find the rank at the end
     // of the chain (rank 0 waits for 2, which waits for the silent 1).
     const std::string owed = owed_peers();
