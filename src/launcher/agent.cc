@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -29,6 +30,24 @@ std::string random_hex(int digits) {
   const char* hex = "0123456789abcdef";
   for (int i = 0; i < digits; ++i) out += hex[rd() % 16];
   return out;
+}
+
+// name_the_job gives the workers a job id (COHORT_JOB_ID, inherited), so
+// that a rank of another job that reaches their store is refused naming
+// both jobs: the --rdzv-id when given (every node passes the same); else,
+// on one node, where this launcher is the whole job, a random one. Nodes
+// of a multi-node job with no --rdzv-id share no id: none is set. A
+// COHORT_JOB_ID the user set is kept.
+void name_the_job_for(const LaunchConfig& config, const std::string& run_id) {
+  const char* given = std::getenv("COHORT_JOB_ID");
+  if (given && *given) return;
+  std::string job;
+  if (!config.rdzv_id.empty() && config.rdzv_id != "none") {
+    job = config.rdzv_id;
+  } else if (config.max_nodes == 1) {
+    job = run_id == "none" || run_id.empty() ? random_hex(12) : run_id;
+  }
+  if (!job.empty()) setenv("COHORT_JOB_ID", job.c_str(), 1);
 }
 
 // Agent holds one launcher's state across rounds.
@@ -150,6 +169,7 @@ int Agent::run() {
   reaper_ = std::make_unique<OrphanReaper>();
   signals_ = std::make_unique<LauncherSignals>(config_.signals_to_handle);
   run_id_ = config_.rdzv_id.empty() ? random_hex(12) : config_.rdzv_id;
+  name_the_job_for(config_, run_id_);
   if (config_.log_dir.empty()) {
     char tmpl[] = "/tmp/cohortrun_XXXXXX";
     if (!mkdtemp(tmpl)) throw Error("cannot create a temporary folder for error files");

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/ports.h"
 #include "support/subprocess.h"
 
 namespace cohort {
@@ -376,6 +377,35 @@ TEST(LauncherTest, TwoStandaloneJobsRunTogetherOnOneHost) {
   for (const auto& out : {out_a, out_b}) {
     EXPECT_NE(out.find("[rank0]: ok rank 0 of 2"), std::string::npos) << out;
     EXPECT_NE(out.find("[rank1]: ok rank 1 of 2"), std::string::npos) << out;
+  }
+}
+
+TEST(LauncherTest, TwoJobsStartedTogetherOnOneMasterPortNeverMix) {
+  // Two static launches on one --master-port: one job's rank 0 gets the
+  // port and that job runs; the other's rank 0 cannot listen, and its rank
+  // 1, should it reach the first job's store, is refused there naming both
+  // jobs (each launcher names its job). No worker runs in the other's job.
+  const std::string port = std::to_string(testing::free_port());
+  auto job = [&] {
+    return std::make_unique<Subprocess>(std::vector<std::string>{
+        "/bin/sh", "-c",
+        "exec env COHORT_LAUNCHER_STOP_TIMEOUT_S=2 " + binary_path("tools/cohortrun") +
+            " --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " + port + " " +
+            binary_path("tests/launch_worker") + " pg 2>&1"});
+  };
+  auto a = job();
+  auto b = job();
+  std::string out_a = a->read_all(100s), out_b = b->read_all(100s);
+  const int code_a = a->wait(), code_b = b->wait();
+  ASSERT_NE(code_a == 0, code_b == 0) << "exactly one job runs:\n" << out_a << "\n---\n" << out_b;
+  const std::string& won = code_a == 0 ? out_a : out_b;
+  const std::string& lost = code_a == 0 ? out_b : out_a;
+  EXPECT_NE(won.find("[rank0]: ok rank 0 of 2"), std::string::npos) << won;
+  EXPECT_NE(won.find("[rank1]: ok rank 1 of 2"), std::string::npos) << won;
+  EXPECT_EQ(lost.find("]: ok rank"), std::string::npos) << "a worker ran in the other job:\n" << lost;
+  const size_t refused = lost.find("two jobs on one store");
+  if (refused != std::string::npos) {
+    EXPECT_NE(lost.find("is of job "), std::string::npos) << lost;
   }
 }
 
