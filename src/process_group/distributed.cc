@@ -12,6 +12,7 @@
 #include "cohort/prefix_store.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
+#include "common/rank_list.h"
 #include "process_group/backend_factory.h"
 #include "process_group/dispatch_backend.h"
 #include "process_group/native_backend.h"
@@ -331,27 +332,26 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks_in, const 
 }
 
 void destroy_process_group(const GroupPtr& group) {
-  if (!group) {
-    destroy_process_group();
-    return;
-  }
-  World& w = world();
-  {
+  bool whole_world = !group;  // null, or the default group
+  if (group) {
+    World& w = world();
     std::lock_guard<std::mutex> lock(w.mu);
-    if (group == w.group) {
-      // The default group: as destroy_process_group() (below, unlocked).
-    } else {
+    whole_world = group == w.group;
+    if (!whole_world) {
       auto it = std::find(w.subgroups.begin(), w.subgroups.end(), group);
       if (it == w.subgroups.end()) {
         throw InvalidArgument("destroy_process_group: group " + group->name() +
                               " is not a live group of this process (destroyed already?)");
       }
       w.subgroups.erase(it);
-      group->abort("destroy_process_group(" + group->name() + ") was called");
-      return;
     }
   }
-  destroy_process_group();
+  if (whole_world) {
+    destroy_process_group();  // takes the world's lock itself
+    return;
+  }
+  // Outside the world's lock: abort wakes threads that may take it.
+  group->abort("destroy_process_group(" + group->name() + ") was called");
 }
 
 std::shared_ptr<ProcessGroup> shrink_group(const GroupPtr& group, const ShrinkOptions& options) {
@@ -412,11 +412,9 @@ std::shared_ptr<ProcessGroup> shrink_group(const GroupPtr& group, const ShrinkOp
 namespace {
 // not_a_member is the error of a rank query on a non-member's handle.
 InvalidArgument not_a_member(const char* what, const ProcessGroup& group) {
-  std::string ranks;
-  for (int r : group.global_ranks()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   return InvalidArgument(std::string(what) + ": this rank (global rank " + std::to_string(get_rank()) +
-                         ") is not a member of group " + group.name() + " (global ranks " + ranks +
-                         "); its handle cannot map ranks");
+                         ") is not a member of group " + group.name() + " (global ranks " +
+                         rank_list(group.global_ranks()) + "); its handle cannot map ranks");
 }
 }  // namespace
 

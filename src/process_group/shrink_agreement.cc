@@ -8,6 +8,7 @@
 
 #include "cohort/errors.h"
 #include "common/logging.h"
+#include "common/rank_list.h"
 
 namespace cohort {
 namespace {
@@ -15,12 +16,6 @@ namespace {
 // How often a survivor looks at the arrivals while it waits: a shrink
 // follows a failure, so a few store round trips per 10 ms cost nothing.
 constexpr std::chrono::milliseconds kPollInterval{10};
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out + "]";
-}
 
 int parse_rank(const std::string& text, const std::string& record) {
   int value = -1;

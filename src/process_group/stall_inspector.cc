@@ -5,6 +5,7 @@
 
 #include "cohort/store.h"
 #include "common/logging.h"
+#include "common/rank_list.h"
 #include "process_group/group_trace.h"
 
 namespace cohort {
@@ -22,12 +23,6 @@ std::string seconds_text(int64_t ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ns) / kSecondNs);
   return buf;
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
 }
 
 // with_global adds the global ranks when they differ from the group's.

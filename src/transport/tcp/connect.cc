@@ -19,6 +19,7 @@
 #include "common/byte_codec.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
+#include "common/rank_list.h"
 #include "rendezvous/seat_claim.h"
 #include "transport/tcp/hello.h"
 
@@ -121,12 +122,6 @@ std::optional<Hello> read_hello(int fd, Deadline deadline) {
   return decode_hello(bytes.data(), bytes.size());
 }
 
-std::string list_ranks(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
 }  // namespace
 
 Result<std::string> local_address(const std::string& peer_host) {
@@ -153,7 +148,7 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
     }
     const auto waited =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from);
-    return timeout_error("ranks " + list_ranks(missing) + " never arrived (waited " +
+    return timeout_error("ranks " + rank_list(missing) + " never arrived (waited " +
                          std::to_string(waited.count()) + " ms for " + std::to_string(size) + " ranks)");
   };
   auto seat = claim_seat(store, rank, size, deadline);
@@ -217,7 +212,7 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
       for (int q = rank + 1; q < size; ++q) {
         if (!have[q]) missing.push_back(q);
       }
-      return timeout_error("rank " + std::to_string(rank) + ": ranks " + list_ranks(missing) +
+      return timeout_error("rank " + std::to_string(rank) + ": ranks " + rank_list(missing) +
                            " never connected");
     }
     Socket s(fd.value());
