@@ -13,7 +13,7 @@
 #include "cohort/config.h"
 #include "cohort/distributed.h"
 #include "cohort/hash_store.h"
-#include "process_group/group_trace.h"
+#include "diagnostics/group_trace.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <string>
 
-#include "process_group/trace_dump.h"
-#include "process_group/trace_verdict.h"
+#include "diagnostics/trace_dump.h"
+#include "diagnostics/trace_verdict.h"
 
 int main(int argc, char** argv) {
   if (argc != 2 || argv[1][0] == '-') {

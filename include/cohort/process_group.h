@@ -295,7 +295,7 @@ class ProcessGroup {
   // the driving thread only.
   std::unique_ptr<DesyncCheck> desync_;
   // The flight recorder, and this group's place on the process's monitor
-  // (stall warnings, dumps): process_group/group_trace.h, group_monitor.h.
+  // (stall warnings, dumps): diagnostics/group_trace.h, group_monitor.h.
   std::shared_ptr<GroupTrace> trace_;
   std::unique_ptr<MonitorLease> monitored_;
   std::thread worker_;

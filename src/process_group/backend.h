@@ -17,7 +17,7 @@
 #include "cohort/types.h"
 #include "common/deadline.h"
 #include "common/status.h"
-#include "process_group/flight_recorder.h"
+#include "diagnostics/flight_recorder.h"
 #include "transport/transport.h"
 
 namespace cohort {

@@ -9,9 +9,9 @@
 #include "cohort/errors.h"
 #include "cohort/process_group.h"
 #include "common/fast_clock.h"
+#include "diagnostics/desync_check.h"
+#include "diagnostics/group_trace.h"
 #include "process_group/backend.h"
-#include "process_group/desync_check.h"
-#include "process_group/group_trace.h"
 #include "process_group/op_description.h"
 #include "reduce/reduce.h"
 

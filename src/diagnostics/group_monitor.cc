@@ -1,4 +1,4 @@
-#include "process_group/group_monitor.h"
+#include "diagnostics/group_monitor.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -15,8 +15,8 @@
 #include "cohort/errors.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
-#include "process_group/group_trace.h"
-#include "process_group/stall_inspector.h"
+#include "diagnostics/group_trace.h"
+#include "diagnostics/stall_inspector.h"
 
 namespace cohort {
 namespace {

@@ -1,6 +1,6 @@
 // A rank's dump: JSON round trip, the files, and documents that are not
 // dumps.
-#include "process_group/trace_dump.h"
+#include "diagnostics/trace_dump.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

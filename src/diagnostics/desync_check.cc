@@ -1,4 +1,4 @@
-#include "process_group/desync_check.h"
+#include "diagnostics/desync_check.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 // The flight recorder's ring (wrapping, states, times, counters) and what
 // a real group records, read back from its dump.
-#include "process_group/flight_recorder.h"
+#include "diagnostics/flight_recorder.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "cohort/config.h"
-#include "process_group/group_monitor.h"
+#include "diagnostics/group_monitor.h"
+#include "diagnostics/trace_dump.h"
 #include "process_group/thread_ranks.h"
-#include "process_group/trace_dump.h"
 
 namespace cohort::testing {
 namespace {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "common/socket.h"
-#include "process_group/trace_dump.h"
+#include "diagnostics/trace_dump.h"
 #include "support/subprocess.h"
 
 namespace cohort::testing {

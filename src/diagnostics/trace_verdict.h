@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "process_group/trace_dump.h"
+#include "diagnostics/trace_dump.h"
 
 namespace cohort {
 

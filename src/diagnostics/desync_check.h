@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "diagnostics/fingerprint.h"
 #include "process_group/backend.h"
-#include "process_group/fingerprint.h"
 
 namespace cohort {
 

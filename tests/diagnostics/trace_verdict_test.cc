@@ -1,6 +1,6 @@
 // cohort-trace's analysis on hand-made dumps: the rank that never started
 // the stuck collective, missing dumps, mismatched operations.
-#include "process_group/trace_verdict.h"
+#include "diagnostics/trace_verdict.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "process_group/trace_dump.h"
+#include "diagnostics/trace_dump.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 // Fingerprints (what a rank calls) and their comparison, and the check's
 // exchange through a store, which backends without one of their own (NCCL)
 // use.
-#include "process_group/fingerprint.h"
+#include "diagnostics/fingerprint.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "cohort/config.h"
 #include "cohort/hash_store.h"
-#include "process_group/desync_check.h"
+#include "diagnostics/desync_check.h"
 
 namespace cohort::testing {
 namespace {

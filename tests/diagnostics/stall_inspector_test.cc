@@ -1,12 +1,12 @@
 // The stall inspector on groups' traces sharing a store, with the clock in
 // the test's hands: who is named, when warnings come, and a failing store.
-#include "process_group/stall_inspector.h"
+#include "diagnostics/stall_inspector.h"
 
 #include <gtest/gtest.h>
 
 #include "cohort/errors.h"
 #include "cohort/hash_store.h"
-#include "process_group/group_trace.h"
+#include "diagnostics/group_trace.h"
 
 namespace cohort::testing {
 namespace {

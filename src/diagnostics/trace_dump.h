@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "process_group/flight_recorder.h"
+#include "diagnostics/flight_recorder.h"
 
 namespace cohort {
 

@@ -1,4 +1,4 @@
-#include "process_group/stall_inspector.h"
+#include "diagnostics/stall_inspector.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include "cohort/store.h"
 #include "common/logging.h"
 #include "common/rank_list.h"
-#include "process_group/group_trace.h"
+#include "diagnostics/group_trace.h"
 
 namespace cohort {
 namespace {

@@ -3,7 +3,7 @@
 // operation ends.
 //
 // A ProcessGroup owns its GroupTrace (shared with the process's monitor,
-// process_group/group_monitor.h, which may hold it a moment longer), so
+// diagnostics/group_monitor.h, which may hold it a moment longer), so
 // that dumps and the stall inspector never touch the group itself.
 #pragma once
 
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "process_group/flight_recorder.h"
-#include "process_group/trace_dump.h"
+#include "diagnostics/flight_recorder.h"
+#include "diagnostics/trace_dump.h"
 
 namespace cohort {
 

@@ -1,9 +1,9 @@
-#include "process_group/group_trace.h"
+#include "diagnostics/group_trace.h"
 
 #include "cohort/errors.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
-#include "process_group/group_monitor.h"
+#include "diagnostics/group_monitor.h"
 
 namespace cohort {
 

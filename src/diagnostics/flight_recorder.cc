@@ -1,4 +1,4 @@
-#include "process_group/flight_recorder.h"
+#include "diagnostics/flight_recorder.h"
 
 #include <algorithm>
 #include <chrono>

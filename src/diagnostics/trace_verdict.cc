@@ -1,4 +1,4 @@
-#include "process_group/trace_verdict.h"
+#include "diagnostics/trace_verdict.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "process_group/fingerprint.h"
+#include "diagnostics/fingerprint.h"
 
 #include <cstring>
 
