@@ -17,7 +17,7 @@ COHORT_PACKAGES=(
   clang libclang-rt-14-dev
   libopenmpi-dev openmpi-bin
   python3 python3-dev iproute2
-  libcli11-dev etcd-server etcd-client
+  libcli11-dev nlohmann-json3-dev etcd-server etcd-client
 )
 
 # The Python that brings torch: COHORT_PYTHON, default python3 on PATH. Its

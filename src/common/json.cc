@@ -1,11 +1,17 @@
 #include "common/json.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace cohort {
 namespace {
+
+using Parsed = nlohmann::ordered_json;
+
+// How deep a document may nest: a dump or an error file is a few levels
+// deep, and a hostile one must not make its reader recurse without end.
+constexpr int kMaxDepth = 64;
 
 const Json& null_value() {
   static const Json kNull;
@@ -17,169 +23,36 @@ const std::string& empty_string() {
   return kEmpty;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
+struct TooDeep {};
+
+// from_parsed turns nlohmann's tree into ours (which keeps the dump format
+// the flight recorder's readers expect).
+Json from_parsed(const Parsed& p) {
+  switch (p.type()) {
+    case Parsed::value_t::boolean:
+      return Json(p.get<bool>());
+    case Parsed::value_t::number_integer:
+      return Json(p.get<int64_t>());
+    case Parsed::value_t::number_unsigned:
+      return Json(p.get<uint64_t>());
+    case Parsed::value_t::number_float:
+      return Json(p.get<double>());
+    case Parsed::value_t::string:
+      return Json(p.get<std::string>());
+    case Parsed::value_t::array: {
+      Json out = Json::array();
+      for (const auto& item : p) out.push(from_parsed(item));
+      return out;
+    }
+    case Parsed::value_t::object: {
+      Json out = Json::object();
+      for (const auto& [key, value] : p.items()) out.set(key, from_parsed(value));
+      return out;
+    }
+    default:
+      return Json();
   }
 }
-
-bool read_hex4(std::string_view doc, size_t at, uint32_t* value) {
-  if (at + 4 > doc.size()) return false;
-  auto r = std::from_chars(doc.data() + at, doc.data() + at + 4, *value, 16);
-  return r.ec == std::errc() && r.ptr == doc.data() + at + 4;
-}
-
-// Parser reads one document; `error` says what went wrong where.
-class Parser {
- public:
-  explicit Parser(std::string_view text) : text_(text) {}
-
-  Result<Json> document() {
-    Json value;
-    if (!read_value(&value, 0)) return Status(StatusCode::kInvalidArgument, error_);
-    skip_blanks();
-    if (pos_ != text_.size()) return fail("unexpected text after the document");
-    return value;
-  }
-
- private:
-  static constexpr int kMaxDepth = 64;
-
-  Status fail(const std::string& what) {
-    return Status(StatusCode::kInvalidArgument, "JSON: " + what + " at byte " + std::to_string(pos_));
-  }
-  bool bad(const std::string& what) {
-    error_ = "JSON: " + what + " at byte " + std::to_string(pos_);
-    return false;
-  }
-
-  void skip_blanks() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' || text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-
-  bool literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-
-  bool read_value(Json* out, int depth) {
-    if (depth > kMaxDepth) return bad("nested deeper than " + std::to_string(kMaxDepth));
-    skip_blanks();
-    if (pos_ >= text_.size()) return bad("the document ends where a value should be");
-    const char c = text_[pos_];
-    if (c == '{') return read_object(out, depth);
-    if (c == '[') return read_array(out, depth);
-    if (c == '"') {
-      std::string s;
-      if (!json_read_string(text_, &pos_, &s)) return bad("malformed string");
-      *out = Json(std::move(s));
-      return true;
-    }
-    if (literal("true")) return *out = Json(true), true;
-    if (literal("false")) return *out = Json(false), true;
-    if (literal("null")) return *out = Json(), true;
-    if (c == '-' || (c >= '0' && c <= '9')) return read_number(out);
-    return bad(std::string("unexpected character '") + c + "'");
-  }
-
-  bool read_number(Json* out) {
-    const size_t start = pos_;
-    bool integral = true;
-    if (text_[pos_] == '-') ++pos_;
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if (c == '.' || c == 'e' || c == 'E' || c == '+' || (c == '-' && pos_ > start)) {
-        integral = false;
-      } else if (c < '0' || c > '9') {
-        break;
-      }
-      ++pos_;
-    }
-    const char* first = text_.data() + start;
-    const char* last = text_.data() + pos_;
-    if (integral) {
-      int64_t v = 0;
-      auto r = std::from_chars(first, last, v);
-      if (r.ec == std::errc() && r.ptr == last) return *out = Json(v), true;
-    }
-    // strtod needs a terminated string; numbers are short.
-    const std::string number(first, last);
-    char* end = nullptr;
-    const double d = std::strtod(number.c_str(), &end);
-    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(d)) {
-      pos_ = start;
-      return bad("malformed number");
-    }
-    *out = Json(d);
-    return true;
-  }
-
-  bool read_array(Json* out, int depth) {
-    ++pos_;  // '['
-    *out = Json::array();
-    skip_blanks();
-    if (pos_ < text_.size() && text_[pos_] == ']') return ++pos_, true;
-    for (;;) {
-      Json item;
-      if (!read_value(&item, depth + 1)) return false;
-      out->push(std::move(item));
-      skip_blanks();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < text_.size() && text_[pos_] == ']') return ++pos_, true;
-      return bad("expected ',' or ']' in an array");
-    }
-  }
-
-  bool read_object(Json* out, int depth) {
-    ++pos_;  // '{'
-    *out = Json::object();
-    skip_blanks();
-    if (pos_ < text_.size() && text_[pos_] == '}') return ++pos_, true;
-    for (;;) {
-      skip_blanks();
-      std::string key;
-      if (pos_ >= text_.size() || text_[pos_] != '"' || !json_read_string(text_, &pos_, &key)) {
-        return bad("expected a member name");
-      }
-      skip_blanks();
-      if (pos_ >= text_.size() || text_[pos_] != ':') return bad("expected ':' after a member name");
-      ++pos_;
-      Json value;
-      if (!read_value(&value, depth + 1)) return false;
-      out->set(key, std::move(value));
-      skip_blanks();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < text_.size() && text_[pos_] == '}') return ++pos_, true;
-      return bad("expected ',' or '}' in an object");
-    }
-  }
-
-  std::string_view text_;
-  size_t pos_ = 0;
-  std::string error_;
-};
 
 }  // namespace
 
@@ -290,97 +163,30 @@ std::string Json::dump(int indent) const {
 }
 
 Result<Json> Json::parse(std::string_view text) {
-  return Parser(text).document();
+  // The callback sees every value's depth as it starts; throwing stops the
+  // parse before a hostile document nests any deeper.
+  auto bound_depth = [](int depth, Parsed::parse_event_t, Parsed&) {
+    if (depth > kMaxDepth) throw TooDeep{};
+    return true;
+  };
+  try {
+    return from_parsed(Parsed::parse(text.begin(), text.end(), bound_depth));
+  } catch (const TooDeep&) {
+    return Status(StatusCode::kInvalidArgument,
+                  "JSON: nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  } catch (const Parsed::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1,
+    // column 3: syntax error ..."; the byte and the reason are what matter.
+    std::string why = e.what();
+    const size_t colon = why.find(": ", why.find("column"));
+    why = colon == std::string::npos ? why : why.substr(colon + 2);
+    return Status(StatusCode::kInvalidArgument, "JSON: " + why + " at byte " + std::to_string(e.byte));
+  }
 }
 
 std::string json_quote(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
-bool json_read_string(std::string_view doc, size_t* pos, std::string* out) {
-  size_t i = *pos;
-  if (i >= doc.size() || doc[i] != '"') return false;
-  out->clear();
-  for (++i; i < doc.size(); ++i) {
-    const char c = doc[i];
-    if (c == '"') {
-      *pos = i + 1;
-      return true;
-    }
-    if (static_cast<unsigned char>(c) < 0x20) return false;  // raw control characters are not allowed
-    if (c != '\\') {
-      *out += c;
-      continue;
-    }
-    if (++i >= doc.size()) return false;
-    switch (doc[i]) {
-      case '"':
-      case '\\':
-      case '/':
-        *out += doc[i];
-        break;
-      case 'n':
-        *out += '\n';
-        break;
-      case 't':
-        *out += '\t';
-        break;
-      case 'r':
-        *out += '\r';
-        break;
-      case 'b':
-        *out += '\b';
-        break;
-      case 'f':
-        *out += '\f';
-        break;
-      case 'u': {
-        uint32_t cp = 0;
-        if (!read_hex4(doc, i + 1, &cp)) return false;
-        i += 4;
-        // A high surrogate followed by a low one is one code point.
-        uint32_t low = 0;
-        if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < doc.size() && doc[i + 1] == '\\' && doc[i + 2] == 'u' &&
-            read_hex4(doc, i + 3, &low) && low >= 0xDC00 && low < 0xE000) {
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          i += 6;
-        }
-        append_utf8(*out, cp);
-        break;
-      }
-      default:
-        return false;
-    }
-  }
-  return false;  // unterminated
+  // Bytes that are not UTF-8 (a message may hold any) become U+FFFD.
+  return Parsed(std::string(text)).dump(-1, ' ', false, Parsed::error_handler_t::replace);
 }
 
 }  // namespace cohort

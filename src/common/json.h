@@ -3,8 +3,9 @@
 // The flight recorder writes each rank's operations as a JSON document and
 // cohort-trace reads them back; the launcher's error files use the string
 // escaping. Json is a plain tree of values (objects keep their members in
-// the order they were set); parsing is strict (RFC 8259) and bounded in
-// depth, since a dump may come from a process that died mid-write.
+// the order they were set); parsing (nlohmann-json's) is strict (RFC 8259)
+// and bounded in depth, since a dump may come from a process that died
+// mid-write.
 #pragma once
 
 #include <cstdint>
@@ -76,10 +77,5 @@ class Json {
 
 // json_quote returns `text` as a JSON string literal, quotes included.
 std::string json_quote(std::string_view text);
-
-// json_read_string reads the string literal that starts at doc[*pos] (a
-// '"'), unescaping it, and moves *pos past it; false when it is not a
-// well-formed literal.
-bool json_read_string(std::string_view doc, size_t* pos, std::string* out);
 
 }  // namespace cohort

@@ -37,8 +37,7 @@ std::string EtcdBackend::call(const std::string& path, const std::string& body) 
 std::optional<std::string> EtcdBackend::get(const std::string& key) {
   std::string reply = call("/v3/kv/range", "{\"key\": " + b64(etcd_key(key)) + "}");
   auto value = json_string_field(reply, "value");
-  if (!value)
-    return json_field_pos(reply, "kvs") == std::string::npos ? std::nullopt : std::optional<std::string>("");
+  if (!value) return json_has_field(reply, "kvs") ? std::optional<std::string>("") : std::nullopt;
   return base64_decode(*value);
 }
 
@@ -61,8 +60,7 @@ bool EtcdBackend::compare_set(const std::string& key, const std::optional<std::s
                      "}}], \"failure\": [{\"request_range\": {\"key\": " + k + "}}]}";
   std::string reply = call("/v3/kv/txn", body);
   // etcd leaves false booleans out of its JSON.
-  size_t ok = json_field_pos(reply, "succeeded");
-  bool succeeded = ok != std::string::npos && reply.compare(ok, 4, "true") == 0;
+  const bool succeeded = json_field_is_true(reply, "succeeded");
   std::optional<std::string> now;
   if (succeeded) {
     now = desired;

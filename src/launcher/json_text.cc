@@ -1,28 +1,55 @@
 #include "launcher/json_text.h"
 
-namespace cohort {
+#include <nlohmann/json.hpp>
 
-size_t json_field_pos(const std::string& doc, const std::string& key, size_t from) {
-  const std::string needle = "\"" + key + "\"";
-  for (size_t at = doc.find(needle, from); at != std::string::npos; at = doc.find(needle, at + 1)) {
-    size_t p = at + needle.size();
-    while (p < doc.size() && (doc[p] == ' ' || doc[p] == '\n' || doc[p] == '\t' || doc[p] == '\r')) ++p;
-    if (p >= doc.size() || doc[p] != ':') continue;  // the text was a value, not a key
-    ++p;
-    while (p < doc.size() && (doc[p] == ' ' || doc[p] == '\n' || doc[p] == '\t' || doc[p] == '\r')) ++p;
-    return p;
-  }
-  return std::string::npos;
+namespace cohort {
+namespace {
+
+using Doc = nlohmann::ordered_json;
+
+std::optional<Doc> parse(const std::string& text) {
+  Doc doc = Doc::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return std::nullopt;
+  return doc;
 }
 
-std::optional<std::string> json_string_field(const std::string& doc, const std::string& key, size_t from) {
-  for (size_t p = json_field_pos(doc, key, from); p != std::string::npos; p = json_field_pos(doc, key, p)) {
-    if (doc[p] != '"') continue;  // an object or number: look for a later field of that name
-    std::string out;
-    if (!json_read_string(doc, &p, &out)) return std::nullopt;
-    return out;
+// first_field finds the first member named `key` for which `wanted` holds,
+// depth first in document order.
+template <class Wanted>
+const Doc* first_field(const Doc& doc, const std::string& key, Wanted wanted) {
+  if (doc.is_object()) {
+    for (const auto& [name, value] : doc.items()) {
+      if (name == key && wanted(value)) return &value;
+      if (const Doc* inner = first_field(value, key, wanted)) return inner;
+    }
+  } else if (doc.is_array()) {
+    for (const auto& item : doc) {
+      if (const Doc* inner = first_field(item, key, wanted)) return inner;
+    }
   }
-  return std::nullopt;
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<std::string> json_string_field(const std::string& text, const std::string& key) {
+  auto doc = parse(text);
+  if (!doc) return std::nullopt;
+  const Doc* field = first_field(*doc, key, [](const Doc& v) { return v.is_string(); });
+  if (!field) return std::nullopt;
+  return field->get<std::string>();
+}
+
+bool json_has_field(const std::string& text, const std::string& key) {
+  auto doc = parse(text);
+  return doc && first_field(*doc, key, [](const Doc&) { return true; });
+}
+
+bool json_field_is_true(const std::string& text, const std::string& key) {
+  auto doc = parse(text);
+  if (!doc) return false;
+  const Doc* field = first_field(*doc, key, [](const Doc&) { return true; });
+  return field && field->is_boolean() && field->get<bool>();
 }
 
 }  // namespace cohort

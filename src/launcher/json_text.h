@@ -1,7 +1,7 @@
-// json_text.h: the little JSON the launcher reads: a string or boolean
-// field found in a document, without parsing the rest. Enough for torch's
-// error files and etcd's JSON gateway (whose replies may hold more than we
-// care to model). Escaping (json_quote) is in common/json.h.
+// json_text.h: the fields of JSON documents the launcher reads, torch's
+// error files and etcd's JSON gateway replies (which hold more than we
+// care to model): the first field of a name, wherever it is nested.
+// Escaping (json_quote) is in common/json.h.
 #pragma once
 
 #include <optional>
@@ -11,12 +11,14 @@
 
 namespace cohort {
 
-// json_string_field returns the unescaped value of the first string field
-// named `key` at or after `from` in `doc`, or nullopt when there is none.
-std::optional<std::string> json_string_field(const std::string& doc, const std::string& key, size_t from = 0);
+// json_string_field returns the first string-valued field named `key`,
+// depth first in document order; nullopt when there is none or `doc` is
+// not JSON.
+std::optional<std::string> json_string_field(const std::string& doc, const std::string& key);
 
-// json_field_pos returns where the value of the first field named `key`
-// starts (after the colon and blanks), or npos.
-size_t json_field_pos(const std::string& doc, const std::string& key, size_t from = 0);
+// json_has_field says whether any field is named `key`; json_field_is_true
+// whether the first one is the boolean true.
+bool json_has_field(const std::string& doc, const std::string& key);
+bool json_field_is_true(const std::string& doc, const std::string& key);
 
 }  // namespace cohort
