@@ -60,6 +60,20 @@ class Deadline {
     return std::max(left, std::chrono::milliseconds(0));
   }
 
+  // as_timeout is this deadline as a duration, for a call that takes one
+  // and reads zero as "never" (Store::wait, Deadline::after): zero when
+  // never, else the time left but at least 1 ms, so that a deadline about
+  // to pass never turns into "wait forever".
+  std::chrono::milliseconds as_timeout() const {
+    if (is_never()) return std::chrono::milliseconds(0);
+    return std::max(remaining(), std::chrono::milliseconds(1));
+  }
+  // slice is as_timeout, at most `longest`: a wait that wakes now and then
+  // to look at something else.
+  std::chrono::milliseconds slice(std::chrono::milliseconds longest) const {
+    return is_never() ? longest : std::min(as_timeout(), longest);
+  }
+
   // poll_timeout_ms is remaining() for poll(2): -1 when never, rounded up so
   // that a wait does not return just before the deadline.
   int poll_timeout_ms() const {

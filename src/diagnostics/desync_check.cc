@@ -73,9 +73,7 @@ Status DesyncCheck::exchange_through_store(const OpContext& op) {
     const auto* mine = reinterpret_cast<const uint8_t*>(&all_[rank_]);
     store_->set(fingerprint_key(op.sequence, rank_), Bytes(mine, mine + sizeof(Fingerprint)));
     if (op.sequence > 2) store_->delete_key(fingerprint_key(op.sequence - 2, rank_));
-    // The store's wait takes a duration, where 0 would mean forever.
-    const auto left =
-        op.deadline.is_never() ? kNoTimeout : std::max(op.deadline.remaining(), std::chrono::milliseconds(1));
+    const auto left = op.deadline.as_timeout();
     Status waited;
     try {
       store_->wait(keys, left);

@@ -56,7 +56,7 @@ Status check_job(Store& store, int rank, Deadline deadline) {
   } else {
     for (;;) {
       try {
-        store.wait({kJobKey}, std::min(deadline.remaining(), std::chrono::milliseconds(1000)));
+        store.wait({kJobKey}, deadline.slice(std::chrono::milliseconds(1000)));
         held = to_string(store.get(kJobKey));
         break;
       } catch (const TimeoutError&) {

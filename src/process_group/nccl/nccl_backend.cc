@@ -204,7 +204,7 @@ Status NcclBackend::ensure_comm(int device, const OpContext& op) {
       const auto* p = reinterpret_cast<const uint8_t*>(&id);
       store_->set(key, Bytes(p, p + sizeof id));
     } else {
-      store_->wait({key}, std::max(op.deadline.remaining(), std::chrono::milliseconds(1)));
+      store_->wait({key}, op.deadline.as_timeout());
       Bytes b = store_->get(key);
       if (b.size() != sizeof id) {
         return Status(StatusCode::kBackendError, *op.what + ": the store's " + key + " holds " +

@@ -1,5 +1,7 @@
 #include "transport/shm/arena.h"
 
+#include "transport/shm/shared_segment.h"
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -112,76 +114,44 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
   a->oversubscribed_ = l > std::max(1u, std::thread::hardware_concurrency());
 
   const int leader = local_ranks.front();
-  const auto remaining = [&] {
-    return deadline.is_never() ? kNoTimeout : std::max(std::chrono::milliseconds(1), deadline.remaining());
+  SegmentPlan plan;
+  plan.key = key_of("arena", leader) + "/";
+  plan.ranks = local_ranks;
+  plan.me = rank;
+  plan.bytes = total;
+  plan.what = "the shared-memory arena";
+  plan.initialise = [&](ShmSegment& segment) {
+    auto* h = new (segment.data()) ArenaHeader();
+    h->local_size = l;
+    h->ring_bytes = a->ring_bytes_;
+    h->slot_bytes = a->slot_bytes_;
+    h->magic.store(kArenaMagic, std::memory_order_release);
+    return Status::ok_status();
   };
-  Status made;
+  plan.check = [&](ShmSegment& segment) {
+    auto* h = reinterpret_cast<ArenaHeader*>(segment.data());
+    if (h->magic.load(std::memory_order_acquire) != kArenaMagic) {
+      return Status(StatusCode::kBackendError,
+                    "shared-memory segment " + segment.name() + " is not initialised");
+    }
+    // Before this rank says it succeeded: the others read these once all
+    // did (the single-copy probe, the liveness checks).
+    a->base_ = static_cast<uint8_t*>(segment.data());
+    a->header_ = h;
+    RankControl& mine = a->control(a->me_);
+    mine.pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
+    mine.probe_address.store(reinterpret_cast<uint64_t>(&a->probe_word_), std::memory_order_relaxed);
+    return Status::ok_status();
+  };
+  auto shared = share_segment(store, plan, deadline);
+  if (!shared.ok()) return shared.status();
+  a->segment_ = std::move(shared.value());  // the same mapping: base_ stays
   try {
-    if (rank == leader) {
-      auto seg = ShmSegment::create(total);
-      if (seg.ok()) {
-        a->segment_ = std::move(seg.value());
-        auto* h = new (a->segment_.data()) ArenaHeader();
-        h->local_size = l;
-        h->ring_bytes = a->ring_bytes_;
-        h->slot_bytes = a->slot_bytes_;
-        h->magic.store(kArenaMagic, std::memory_order_release);
-        store.set(key_of("segment", leader), to_bytes(a->segment_.name()));
-      } else {
-        made = seg.status();
-        store.set(key_of("segment", leader), to_bytes("!" + made.message()));
-      }
-    } else {
-      store.wait({key_of("segment", leader)}, remaining());
-      const std::string name = to_string(store.get(key_of("segment", leader)));
-      if (!name.empty() && name[0] == '!') {
-        made = Status(StatusCode::kBackendError, "rank " + std::to_string(leader) + ": " + name.substr(1));
-      } else {
-        auto seg = ShmSegment::open(name, total);
-        if (seg.ok()) {
-          a->segment_ = std::move(seg.value());
-        } else {
-          made = seg.status();
-        }
-      }
-    }
-    if (a->segment_.valid()) {
-      // The last rank to map it removes the name: nothing is left in
-      // /dev/shm even if the job is killed a moment later.
-      if (store.add(key_of("mapped", leader), 1) == static_cast<int64_t>(l)) a->segment_.unlink();
-      a->base_ = static_cast<uint8_t*>(a->segment_.data());
-      a->header_ = reinterpret_cast<ArenaHeader*>(a->base_);
-      if (a->header_->magic.load(std::memory_order_acquire) != kArenaMagic) {
-        made = Status(StatusCode::kBackendError,
-                      "shared-memory segment " + a->segment_.name() + " is not initialised");
-      } else {
-        RankControl& mine = a->control(a->me_);
-        mine.pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
-        mine.probe_address.store(reinterpret_cast<uint64_t>(&a->probe_word_), std::memory_order_relaxed);
-      }
-    }
-    // Everyone on the host learns whether everyone succeeded.
-    store.set(key_of("ok", leader) + "/" + std::to_string(rank), to_bytes(made.ok() ? "1" : made.message()));
-    std::vector<std::string> keys;
-    for (int q : local_ranks) keys.push_back(key_of("ok", leader) + "/" + std::to_string(q));
-    store.wait(keys, remaining());
-    auto answers = store.multi_get(keys);
-    for (size_t i = 0; i < l && made.ok(); ++i) {
-      std::string s = to_string(answers[i]);
-      if (s != "1") {
-        made = Status(StatusCode::kBackendError,
-                      "rank " + std::to_string(local_ranks[i]) + " could not map the segment: " + s);
-      }
-    }
-    if (made.ok()) a->probe_single_copy(store, key_of("single-copy", leader), remaining());
+    a->probe_single_copy(store, key_of("single-copy", leader), deadline.as_timeout());
   } catch (const TimeoutError& e) {
     return timeout_error(std::string("setting up shared memory: ") + e.what());
   } catch (const Error& e) {
     return Status(StatusCode::kStoreError, std::string("setting up shared memory: ") + e.what());
-  }
-  if (!made.ok()) {
-    a->segment_.unlink();
-    return made;
   }
   return a;
 }

@@ -23,8 +23,7 @@ Result<std::vector<int>> host_leaders(Store& store, int rank, const std::vector<
   std::vector<Bytes> identities;
   try {
     store.set(keys[static_cast<size_t>(rank)], to_bytes(mine + identity_of(rank)));
-    store.wait(keys, deadline.is_never() ? kNoTimeout
-                                         : std::max(std::chrono::milliseconds(1), deadline.remaining()));
+    store.wait(keys, deadline.as_timeout());
     identities = store.multi_get(keys);
   } catch (const TimeoutError& e) {
     return timeout_error(std::string("exchanging host identities: ") + e.what());

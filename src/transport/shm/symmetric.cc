@@ -1,5 +1,7 @@
 #include "transport/shm/symmetric.h"
 
+#include "transport/shm/shared_segment.h"
+
 #include <algorithm>
 #include <string>
 
@@ -29,7 +31,8 @@ SymmetricRegistry::Place SymmetricRegistry::place_of(int me, const void* address
   const auto* at = static_cast<const uint8_t*>(address);
   std::lock_guard<std::mutex> lock(mu_);
   for (const Entry& e : entries_) {
-    const auto* region = static_cast<const uint8_t*>(e.segment->data()) + static_cast<size_t>(me) * e.region_bytes;
+    const auto* region =
+        static_cast<const uint8_t*>(e.segment->data()) + static_cast<size_t>(me) * e.region_bytes;
     if (at >= region && at + bytes <= region + e.region_bytes) {
       return Place{e.id, static_cast<uint64_t>(at - region)};
     }
@@ -64,64 +67,15 @@ Result<std::shared_ptr<ShmSegment>> map_symmetric(Store& store, const Arena& are
   const int me = local[static_cast<size_t>(arena.local_index())];
   const size_t total = region_bytes * local.size();
   const std::string key = "symmetric/" + std::to_string(id) + "/" + std::to_string(leader) + "/";
-  const auto remaining = [&] {
-    return deadline.is_never() ? kNoTimeout : std::max(std::chrono::milliseconds(1), deadline.remaining());
-  };
-  auto segment = std::make_shared<ShmSegment>();
-  Status made;
-  try {
-    if (me == leader) {
-      auto seg = ShmSegment::create(total);
-      if (seg.ok()) {
-        *segment = std::move(seg.value());
-        store.set(key + "segment", to_bytes(segment->name()));
-      } else {
-        made = seg.status();
-        store.set(key + "segment", to_bytes("!" + made.message()));
-      }
-    } else {
-      store.wait({key + "segment"}, remaining());
-      const std::string name = to_string(store.get(key + "segment"));
-      if (!name.empty() && name[0] == '!') {
-        made = Status(StatusCode::kBackendError, "rank " + std::to_string(leader) + ": " + name.substr(1));
-      } else {
-        auto seg = ShmSegment::open(name, total);
-        if (seg.ok()) {
-          *segment = std::move(seg.value());
-        } else {
-          made = seg.status();
-        }
-      }
-    }
-    // The last rank to map it removes the name; where a rank failed, the
-    // leader removes it below.
-    if (store.add(key + "mapped", 1) == static_cast<int64_t>(local.size()) && segment->valid()) {
-      segment->unlink();
-    }
-    // Every local rank learns whether every one mapped it: all use the
-    // shared block, or none does.
-    store.set(key + "ok/" + std::to_string(me), to_bytes(made.ok() ? "1" : made.message()));
-    std::vector<std::string> keys;
-    for (int q : local) keys.push_back(key + "ok/" + std::to_string(q));
-    store.wait(keys, remaining());
-    auto answers = store.multi_get(keys);
-    for (size_t i = 0; i < local.size() && made.ok(); ++i) {
-      const std::string s = to_string(answers[i]);
-      if (s != "1") {
-        made = Status(StatusCode::kBackendError,
-                      "rank " + std::to_string(local[i]) + " could not map symmetric memory: " + s);
-      }
-    }
-  } catch (const TimeoutError& e) {
-    made = timeout_error(std::string("allocating symmetric memory: ") + e.what());
-  } catch (const Error& e) {
-    made = Status(StatusCode::kStoreError, std::string("allocating symmetric memory: ") + e.what());
-  }
-  if (!made.ok()) {
-    segment->unlink();
-    return made;
-  }
-  return segment;
+  SegmentPlan plan;
+  plan.key = key;
+  plan.ranks = local;
+  plan.me = me;
+  plan.bytes = total;
+  plan.what = "symmetric memory";
+  auto shared = share_segment(store, plan, deadline);
+  if (!shared.ok()) return shared.status();
+  return std::make_shared<ShmSegment>(std::move(shared.value()));
 }
 
 }  // namespace cohort::shm

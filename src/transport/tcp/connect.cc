@@ -108,7 +108,7 @@ Status read_full(int fd, void* data, size_t n, Deadline deadline) {
 // hello as soon as it connects, and a stranger that sends nothing must not
 // hold up the ranks behind it.
 std::optional<Hello> read_hello(int fd, Deadline deadline) {
-  const Deadline soon = Deadline::after(std::min(deadline.remaining(), std::chrono::milliseconds(10000)));
+  const Deadline soon = Deadline::sooner(deadline, Deadline::after(std::chrono::milliseconds(10000)));
   std::vector<uint8_t> bytes;
   size_t needed = 4;  // the magic first
   for (;;) {
@@ -163,10 +163,8 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   // failed (a duplicate, another world size) ends every wait at once.
   std::vector<Bytes> addresses;
   for (;;) {
-    const auto remaining = deadline.is_never() ? std::chrono::milliseconds(1000)
-                                               : std::max(std::chrono::milliseconds(1), deadline.remaining());
     try {
-      store.wait(keys, std::min(remaining, std::chrono::milliseconds(1000)));
+      store.wait(keys, deadline.slice(std::chrono::milliseconds(1000)));
       addresses = store.multi_get(keys);
       break;
     } catch (const TimeoutError&) {

@@ -35,6 +35,15 @@ std::string describe_tag(uint32_t kind, uint64_t tag) {
   return "point-to-point tag " + std::to_string(static_cast<int64_t>(tag));
 }
 
+// sizes_differ is the desync of a message whose size is not the one its
+// receive expects, in the same words wherever the engine finds it.
+Status sizes_differ(const std::string& peer, size_t sent, size_t expected, const std::string& what,
+                    uint32_t kind, uint64_t tag) {
+  return desync(peer + " sent " + std::to_string(sent) + " bytes but this rank expected " +
+                std::to_string(expected) + " in " + what + " (" + describe_tag(kind, tag) +
+                "): sizes differ between ranks");
+}
+
 }  // namespace
 
 TcpTransport::TcpTransport(int rank, int size, std::vector<Socket> sockets,
@@ -211,9 +220,7 @@ Status TcpTransport::take_unexpected(PostedRecv* pr, bool* matched) {
         continue;
       }
       if (it->size != r.bytes) {
-        return desync(peer_name(q) + " sent " + std::to_string(it->size) + " bytes but this rank expected " +
-                      std::to_string(r.bytes) + " in " + *pr->what + " (" +
-                      describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
+        return sizes_differ(peer_name(q), it->size, r.bytes, *pr->what, static_cast<uint32_t>(r.kind), r.tag);
       }
       if (r.bytes) std::memcpy(r.data, it->data.get(), r.bytes);
       give_back(std::move(it->data), it->capacity);
@@ -249,10 +256,8 @@ void TcpTransport::post_recv(const RecvRequest& recv, Deadline deadline, const s
     if ((r.peer != q && r.peer != kAnySource) || p.body_unexpected->kind != r.kind) continue;
     if (p.body_unexpected->tag != r.tag) continue;
     if (p.header.bytes != r.bytes) {
-      Status mismatch =
-          desync(peer_name(q) + " sent " + std::to_string(p.header.bytes) + " bytes but this rank expected " +
-                 std::to_string(r.bytes) + " in " + *pr->what + " (" +
-                 describe_tag(static_cast<uint32_t>(r.kind), r.tag) + "): sizes differ between ranks");
+      Status mismatch = sizes_differ(peer_name(q), p.header.bytes, r.bytes, *pr->what,
+                                     static_cast<uint32_t>(r.kind), r.tag);
       recvs_.push_back(std::move(pr));
       return fail(mismatch);
     }
@@ -329,9 +334,7 @@ Status TcpTransport::start_body(int q) {
     }
   }
   if (match != recvs_.end() && (*match)->request.bytes != h.bytes) {
-    return desync(peer_name(q) + " sent " + std::to_string(h.bytes) + " bytes but this rank expected " +
-                  std::to_string((*match)->request.bytes) + " in " + *(*match)->what + " (" +
-                  describe_tag(h.kind, h.tag) + "): sizes differ between ranks");
+    return sizes_differ(peer_name(q), h.bytes, (*match)->request.bytes, *(*match)->what, h.kind, h.tag);
   }
   p.in_body = true;
   p.body_got = 0;
