@@ -264,6 +264,17 @@ Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline, std::c
   }
 }
 
+Status recv_all(int fd, void* data, size_t n, Deadline deadline) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    auto got = recv_some(fd, p, n, deadline);
+    if (!got.ok()) return got.status();
+    p += got.value();
+    n -= got.value();
+  }
+  return Status::ok_status();
+}
+
 void raise_fd_limit() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;

@@ -80,6 +80,10 @@ Status send_all(int fd, const void* data, size_t n, Deadline deadline);
 Result<size_t> recv_some(int fd, void* data, size_t n, Deadline deadline,
                          std::chrono::microseconds spin = std::chrono::microseconds(0));
 
+// recv_all receives exactly `n` bytes (recv_some until they are in), with
+// recv_some's errors.
+Status recv_all(int fd, void* data, size_t n, Deadline deadline);
+
 // raise_fd_limit raises this process's open-file limit (to 65536 when
 // privileged, else to the hard limit), so that a server (or a benchmark)
 // can hold thousands of connections.

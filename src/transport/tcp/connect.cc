@@ -92,17 +92,6 @@ Result<int> accept_one(int listener, Deadline deadline) {
   }
 }
 
-Status read_full(int fd, void* data, size_t n, Deadline deadline) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    auto got = recv_some(fd, p, n, deadline);
-    if (!got.ok()) return got.status();
-    p += got.value();
-    n -= got.value();
-  }
-  return Status::ok_status();
-}
-
 // read_hello reads a caller's hello; nullopt for a connection that is not
 // a cohort peer's (it is dropped). A caller has a few seconds: it sends its
 // hello as soon as it connects, and a stranger that sends nothing must not
@@ -114,7 +103,7 @@ std::optional<Hello> read_hello(int fd, Deadline deadline) {
   for (;;) {
     const size_t have = bytes.size();
     bytes.resize(needed);
-    if (!read_full(fd, bytes.data() + have, needed - have, soon).ok()) return std::nullopt;
+    if (!recv_all(fd, bytes.data() + have, needed - have, soon).ok()) return std::nullopt;
     needed = hello_bytes_needed(bytes.data(), bytes.size());
     if (needed == 0) return std::nullopt;  // not a hello
     if (needed == bytes.size()) break;
@@ -245,7 +234,7 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   // are accepted, so no rank waits on one that is still calling.
   for (int q = 0; q < rank; ++q) {
     uint8_t verdict = 0;
-    Status st = read_full(sockets[q].fd(), &verdict, 1, deadline);
+    Status st = recv_all(sockets[q].fd(), &verdict, 1, deadline);
     if (st.code() == StatusCode::kNetworkError) {
       return network_error("rank " + std::to_string(q) + " at " + names[q] + " closed rank " +
                            std::to_string(rank) + "'s connection without answering its hello (" +

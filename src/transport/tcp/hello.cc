@@ -17,16 +17,6 @@ std::string rank_text(int rank) {
   return "rank " + std::to_string(rank);
 }
 
-Status read_exactly(int fd, uint8_t* data, size_t n, Deadline deadline) {
-  while (n > 0) {
-    auto got = recv_some(fd, data, n, deadline);
-    if (!got.ok()) return got.status();
-    data += got.value();
-    n -= got.value();
-  }
-  return Status::ok_status();
-}
-
 }  // namespace
 
 Hello make_hello(const GroupCredentials& mine, int from, int to, int size) {
@@ -108,55 +98,47 @@ std::optional<Refusal> judge_hello(const Hello& hello, const GroupCredentials& m
   return std::nullopt;
 }
 
-std::string refused_by_us(Refusal why, const Hello& hello, int me, int size) {
-  const std::string caller = "a connection from " + (hello.identity.empty() ? "?" : hello.identity) +
-                             ", calling itself rank " + std::to_string(hello.rank) + " of " +
-                             std::to_string(hello.size);
-  std::string reason;
-  switch (why) {
-    case Refusal::kWorldSize:
-      reason = "this group has " + std::to_string(size) + " ranks";
-      break;
-    case Refusal::kRankOutOfRange:
-      reason = "that is no other rank of this group (this is " + rank_text(me) + ")";
-      break;
-    case Refusal::kOtherGroup:
-      reason = "it did not join through this group's store (another job, or a stale address)";
-      break;
-    case Refusal::kBadProof:
-      reason = "it could not prove that it knows COHORT_STORE_TOKEN";
-      break;
-    case Refusal::kSeatTaken:
-      reason = "that rank is connected already";
-      break;
+namespace {
+
+// Each refusal in the acceptor's words and in the caller's.
+struct RefusalWords {
+  Refusal why;
+  const char* ours;    // after "rank A refused a connection from ...: "
+  const char* theirs;  // after "rank A ... refused this process as rank C: "
+};
+
+constexpr RefusalWords kRefusalWords[] = {
+    {Refusal::kWorldSize, "another world size", "its group has another world size"},
+    {Refusal::kRankOutOfRange, "that is no other rank of this group",
+     "it takes this rank for no peer of its group"},
+    {Refusal::kOtherGroup, "it did not join through this group's store (another job, or a stale address)",
+     "it belongs to another group or job (this process did not join through its store: two jobs on one "
+     "MASTER_PORT, or an address left from an earlier group?)"},
+    {Refusal::kBadProof, "it could not prove that it knows COHORT_STORE_TOKEN",
+     "this process's COHORT_STORE_TOKEN is not the one it holds"},
+    {Refusal::kSeatTaken, "that rank is connected already",
+     "another process holds this rank's connection to it (a RANK given twice?)"},
+};
+
+const RefusalWords& words_for(Refusal why) {
+  for (const RefusalWords& w : kRefusalWords) {
+    if (w.why == why) return w;
   }
-  return rank_text(me) + " refused " + caller + ": " + reason;
+  return kRefusalWords[0];
+}
+
+}  // namespace
+
+std::string refused_by_us(Refusal why, const Hello& hello, int me, int size) {
+  return rank_text(me) + " refused a connection from " + (hello.identity.empty() ? "?" : hello.identity) +
+         ", calling itself rank " + std::to_string(hello.rank) + " of " + std::to_string(hello.size) + ": " +
+         words_for(why).ours + " (this group has " + std::to_string(size) + " ranks)";
 }
 
 std::string refused_by_them(Refusal why, int me, int them, const std::string& their_address,
                             const std::string& their_identity) {
-  std::string reason;
-  switch (why) {
-    case Refusal::kWorldSize:
-      reason = "its group has another world size";
-      break;
-    case Refusal::kRankOutOfRange:
-      reason = "it takes this rank for no peer of its group";
-      break;
-    case Refusal::kOtherGroup:
-      reason =
-          "it belongs to another group or job (this process did not join through its store: two jobs "
-          "on one MASTER_PORT, or an address left from an earlier group?)";
-      break;
-    case Refusal::kBadProof:
-      reason = "this process's COHORT_STORE_TOKEN is not the one it holds";
-      break;
-    case Refusal::kSeatTaken:
-      reason = "another process holds this rank's connection to it (a RANK given twice?)";
-      break;
-  }
   return rank_text(them) + " at " + their_address + " (" + (their_identity.empty() ? "?" : their_identity) +
-         ") refused this process as " + rank_text(me) + ": " + reason;
+         ") refused this process as " + rank_text(me) + ": " + words_for(why).theirs;
 }
 
 std::vector<uint8_t> encode_refusal(Refusal why, const std::string& identity) {
@@ -172,7 +154,7 @@ std::vector<uint8_t> encode_refusal(Refusal why, const std::string& identity) {
 
 Result<std::pair<Refusal, std::string>> read_refusal(int fd, Deadline deadline) {
   uint8_t head[3];
-  Status st = read_exactly(fd, head, sizeof head, deadline);
+  Status st = recv_all(fd, head, sizeof head, deadline);
   if (!st.ok()) return st;
   ByteReader r(head, sizeof head);
   uint8_t why = 0;
@@ -184,7 +166,7 @@ Result<std::pair<Refusal, std::string>> read_refusal(int fd, Deadline deadline) 
     return network_error("a peer refused this process's hello with an answer that is not cohort's");
   }
   std::string identity(n, '\0');
-  st = read_exactly(fd, reinterpret_cast<uint8_t*>(identity.data()), n, deadline);
+  st = recv_all(fd, reinterpret_cast<uint8_t*>(identity.data()), n, deadline);
   if (!st.ok()) return st;
   return std::make_pair(static_cast<Refusal>(why), identity);
 }
