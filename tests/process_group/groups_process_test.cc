@@ -5,6 +5,8 @@
 // The ranks are tests/groups_worker (its modes say what each checks).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "support/ports.h"
 #include "support/subprocess.h"
 
@@ -100,6 +102,53 @@ TEST(GroupsAsTorch, RanksThatDisagreeOnTheWorldSizeAreBothToldWhoSaysWhat) {
   for (const auto& [text, code] : out) {
     EXPECT_EQ(code, 1) << text;
     EXPECT_NE(text.find("says world_size"), std::string::npos) << text;
+  }
+}
+
+TEST(DeviceMeshAsTorch, A2x2MeshHasItsCoordinatesGroupsAndSubMeshesOnEveryRank) {
+  auto out = run_groups("mesh");
+  EXPECT_NE(out[3].find("rank 3 ok: mesh DeviceMesh((dp=2, tp=2), 'cpu', stride=(2, 1)), at (1, 1)"),
+            std::string::npos)
+      << out[3];
+}
+
+// mesh_lines keeps the lines of `text` that start with "rank " and are not
+// a rank's final "ok".
+std::vector<std::string> mesh_lines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    if (line.rfind("rank ", 0) == 0 && line.find(" ok:") == std::string::npos) out.push_back(line);
+    at = end + 1;
+  }
+  return out;
+}
+
+TEST(DeviceMeshAsTorch, EveryRankSaysWhatTorchsDeviceMeshSaysOfTheSameMeshes) {
+  // torch 2.13's DeviceMesh over gloo, 4 processes, against cohort's.
+  const std::string python = COHORT_PYTHON_EXECUTABLE;
+  if (python.empty() ||
+      std::system((python + " -c 'import torch.distributed.device_mesh' 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "no python with torch to compare with";
+  }
+  auto ours = run_groups("mesh-print");
+  const uint16_t port = free_port();
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{python, std::string(COHORT_SOURCE_DIR) + "/tests/python/mesh_reference.py"},
+        std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1",
+                                 "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"}));
+  }
+  for (int r = 0; r < 4; ++r) {
+    const std::string theirs = ranks[r]->read_all(std::chrono::seconds(120));
+    ASSERT_EQ(ranks[r]->wait(), 0) << theirs;
+    const auto want = mesh_lines(theirs), got = mesh_lines(ours[r]);
+    ASSERT_EQ(want.size(), 3u) << theirs;
+    EXPECT_EQ(got, want) << "rank " << r;
   }
 }
 

@@ -17,6 +17,14 @@
 //               saying how many ranks called it
 //   join        init_process_group and a barrier, any world size (for the
 //               tests of ranks given twice and of world sizes that differ)
+//   join-hold   join; rank 0 then hosts the store until a stranger was
+//               refused there
+//   mesh        init_device_mesh: a 2 x 2 mesh's coordinates, local ranks,
+//               groups (all_reduce along each dimension), sub-meshes that
+//               share its groups, a 1-D and a 1 x 2 x 2 mesh, and the
+//               errors of bad shapes and names
+//   mesh-print  three meshes as tests/python/mesh_reference.py prints
+//               torch's, a line each
 // Prints "rank R ok: ..." and exits 0 when the rank saw what it should,
 // else prints what was wrong and exits 1.
 #include <chrono>
@@ -26,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/device_mesh.h"
 #include "cohort/distributed.h"
 #include "cohort/errors.h"
 
@@ -49,6 +58,113 @@ std::string throws_invalid(Call call) {
     return e.what();
   }
   return "";
+}
+
+// sum_over adds every member's `value` over `group`.
+int sum_over(const GroupPtr& group, int value) {
+  int32_t x = value;
+  all_reduce(Buffer::of(&x, 1), {}, group);
+  return x;
+}
+
+std::string text(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+int mesh(int rank) {
+  // [[0, 1], [2, 3]]: rank r is at (r / 2, r % 2).
+  DeviceMesh m = init_device_mesh("cpu", {2, 2}, {"dp", "tp"});
+  const int row = rank / 2, col = rank % 2;
+  if (m.ndim() != 2 || m.size() != 4 || m.size("tp") != 2) return fail(rank, "shape");
+  if (m.get_coordinate() != std::vector<int>{row, col}) return fail(rank, "coordinate");
+  if (m.get_local_rank("dp") != row || m.get_local_rank(1) != col) return fail(rank, "local ranks");
+  if (m.get_group("tp")->global_ranks() != std::vector<int>{2 * row, 2 * row + 1})
+    return fail(rank, "tp group " + text(m.get_group("tp")->global_ranks()));
+  if (m.get_group("dp")->global_ranks() != std::vector<int>{col, col + 2})
+    return fail(rank, "dp group " + text(m.get_group("dp")->global_ranks()));
+  // Along tp the ranks of a row sum; along dp those of a column.
+  if (sum_over(m.get_group("tp"), rank) != 4 * row + 1) return fail(rank, "sum over tp");
+  if (sum_over(m.get_group("dp"), rank) != 2 * col + 2) return fail(rank, "sum over dp");
+  if (m.to_string() != "DeviceMesh((dp=2, tp=2), 'cpu', stride=(2, 1))")
+    return fail(rank, "printed as " + m.to_string());
+
+  // A sub-mesh is this rank's row (or column), with the parent's group.
+  DeviceMesh tp = m["tp"];
+  if (tp.ndim() != 1 || tp.ranks() != std::vector<int>{2 * row, 2 * row + 1}) return fail(rank, "m[tp]");
+  if (tp.get_group() != m.get_group("tp") || tp.get_local_rank() != col) return fail(rank, "m[tp]'s group");
+  if (m["dp"].ranks() != std::vector<int>{col, col + 2}) return fail(rank, "m[dp] " + text(m["dp"].ranks()));
+  if (m[std::vector<std::string>{"dp", "tp"}].ranks() != std::vector<int>{0, 1, 2, 3})
+    return fail(rank, "m[dp, tp]");
+
+  // 1-D, and 1 x 2 x 2 (a replicate dimension of one).
+  DeviceMesh flat = init_device_mesh("cpu", {4});
+  if (sum_over(flat.get_group(), 1) != 4 || flat.get_local_rank() != rank) return fail(rank, "1-D mesh");
+  DeviceMesh hsdp = init_device_mesh("cpu", {1, 2, 2}, {"rep", "dp", "tp"});
+  if (hsdp.get_group("rep")->size() != 1 || sum_over(hsdp.get_group("tp"), 1) != 2)
+    return fail(rank, "3-D mesh");
+  if (hsdp[std::vector<std::string>{"dp", "tp"}].ranks() != std::vector<int>{0, 1, 2, 3})
+    return fail(rank, "3-D sub-mesh");
+
+  // Mistakes are named.
+  const std::string shape = throws_invalid([] { init_device_mesh("cpu", {3, 2}); });
+  if (shape.find("holds 6 ranks, but the job has 4") == std::string::npos)
+    return fail(rank, "shape: " + shape);
+  const std::string name = throws_invalid([&] { m.get_group("pp"); });
+  if (name.find("no dimension 'pp'; the mesh's are ('dp', 'tp')") == std::string::npos)
+    return fail(rank, "name: " + name);
+  const std::string order = throws_invalid([&] { m[std::vector<std::string>{"tp", "dp"}]; });
+  if (order.find("in the mesh's order") == std::string::npos) return fail(rank, "order: " + order);
+  const std::string twice = throws_invalid([] { init_device_mesh("cpu", {2, 2}, {"a", "a"}); });
+  if (twice.find("must be distinct") == std::string::npos) return fail(rank, "names: " + twice);
+  const std::string device = throws_invalid([] { init_device_mesh("tpu", {4}); });
+  if (device.find("expected cpu or cuda") == std::string::npos) return fail(rank, "device: " + device);
+  const std::string unnamed = throws_invalid([&] { flat.get_local_rank("dp"); });
+  if (unnamed.find("has no dimension names") == std::string::npos) return fail(rank, "unnamed: " + unnamed);
+  const std::string nd = throws_invalid([&] { m.get_group(); });
+  if (nd.find("name the one whose group you want") == std::string::npos)
+    return fail(rank, "2-D get_group(): " + nd);
+  std::printf("rank %d ok: mesh %s, at (%d, %d)\n", rank, m.to_string().c_str(), row, col);
+  return 0;
+}
+
+std::string py_list(const std::vector<int>& v) {
+  return "[" + [&] {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+    return s;
+  }() + "]";
+}
+
+// mesh_line is mesh_reference.py's line() for a cohort mesh.
+std::string mesh_line(const std::string& name, const DeviceMesh& m, const std::vector<DeviceMesh>& subs) {
+  std::vector<int> local;
+  std::string groups = "[";
+  for (int d = 0; d < m.ndim(); ++d) {
+    local.push_back(m.get_local_rank(d));
+    groups += (d ? ", " : "") + py_list(m.get_group(d)->global_ranks());
+  }
+  std::string sub_text;
+  for (const DeviceMesh& s : subs)
+    sub_text += (sub_text.empty() ? "" : " ") + s.to_string() + "=" + py_list(s.ranks());
+  return name + ": " + m.to_string() + " coordinate=" + py_list(*m.get_coordinate()) +
+         " local=" + py_list(local) + " groups=" + groups + "] subs: " + sub_text;
+}
+
+int mesh_print(int rank) {
+  DeviceMesh square = init_device_mesh("cpu", {2, 2}, {"dp", "tp"});
+  DeviceMesh flat = init_device_mesh("cpu", {4});
+  DeviceMesh hsdp = init_device_mesh("cpu", {1, 2, 2}, {"rep", "dp", "tp"});
+  std::printf("rank %d %s\n", rank, mesh_line("square", square, {square["tp"], square["dp"]}).c_str());
+  std::printf("rank %d %s\n", rank, mesh_line("flat", flat, {}).c_str());
+  std::printf(
+      "rank %d %s\n", rank,
+      mesh_line("hsdp", hsdp,
+                {hsdp[std::vector<std::string>{"rep", "tp"}], hsdp[std::vector<std::string>{"dp", "tp"}]})
+          .c_str());
+  std::printf("rank %d ok: printed\n", rank);
+  return 0;
 }
 
 int semantics(int rank) {
@@ -134,6 +250,16 @@ int main(int argc, char** argv) {
       destroy_process_group();
       std::printf("rank %d ok: joined\n", rank);
       return 0;
+    }
+    if (mode == "mesh-print") {
+      const int code = mesh_print(rank);
+      destroy_process_group();
+      return code;
+    }
+    if (mode == "mesh") {
+      const int code = mesh(rank);
+      destroy_process_group();
+      return code;
     }
     if (mode == "semantics") {
       const int code = semantics(rank);
