@@ -1,6 +1,9 @@
 // DTensor (cohort/dtensor.h) with ranks as processes: tests/torch/
-// dtensor_worker checks every piece and gradient against the whole tensor.
+// dtensor_worker checks every piece and gradient against the whole tensor,
+// and against torch's own DTensor (tests/python/dtensor_reference.py).
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "support/ports.h"
 #include "support/subprocess.h"
@@ -8,21 +11,45 @@
 namespace cohort::testing {
 namespace {
 
-void run_dtensor_ranks(int world) {
+// start_ranks runs `argv` as `world` ranks joined by env://; returns each
+// one's output after checking that it exited 0.
+std::vector<std::string> start_ranks(int world, const std::vector<std::string>& argv) {
   const uint16_t port = free_port();
   std::vector<std::unique_ptr<Subprocess>> ranks;
   for (int r = 0; r < world; ++r) {
     ranks.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{binary_path("tests/dtensor_worker")},
-        std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
-                                 "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)}));
+        argv, std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
+                                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                       "OMP_NUM_THREADS=1"}));
   }
+  std::vector<std::string> out;
   for (int r = 0; r < world; ++r) {
-    const std::string out = ranks[r]->read_all(std::chrono::seconds(120));
-    EXPECT_EQ(ranks[r]->wait(), 0) << out;
-    EXPECT_NE(out.find("rank " + std::to_string(r) + " ok: every piece and gradient"), std::string::npos)
-        << out;
+    out.push_back(ranks[r]->read_all(std::chrono::seconds(120)));
+    EXPECT_EQ(ranks[r]->wait(), 0) << out.back();
   }
+  return out;
+}
+
+void run_dtensor_ranks(int world) {
+  auto out = start_ranks(world, {binary_path("tests/dtensor_worker")});
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NE(out[r].find("rank " + std::to_string(r) + " ok: every piece and gradient"), std::string::npos)
+        << out[r];
+  }
+}
+
+// piece_lines keeps the lines that start with "rank ", but a rank's "ok".
+std::vector<std::string> piece_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    if (line.compare(0, 5, "rank ") == 0 && line.find(" ok: ") == std::string::npos) lines.push_back(line);
+    at = end + 1;
+  }
+  return lines;
 }
 
 TEST(DTensorAsTorch, ThreeRanksWithUnevenShards) {
@@ -31,6 +58,24 @@ TEST(DTensorAsTorch, ThreeRanksWithUnevenShards) {
 
 TEST(DTensorAsTorch, FourRanksOnAOneAndATwoDimensionalMesh) {
   run_dtensor_ranks(4);  // 10 rows: 3, 3, 3, 1; and a 2 x 2 mesh
+}
+
+TEST(DTensorAsTorch, EveryPieceAndGradientIsTorchsOwn) {
+  // torch 2.13's DTensor over gloo and cohort's, 4 processes each, the
+  // same layouts: every rank's pieces and gradients, line by line.
+  const std::string python = COHORT_PYTHON_EXECUTABLE;
+  if (python.empty() ||
+      std::system((python + " -c 'import torch.distributed.tensor' 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "no python with torch to compare with";
+  }
+  auto ours = start_ranks(4, {binary_path("tests/dtensor_worker"), "compare"});
+  auto theirs =
+      start_ranks(4, {python, std::string(COHORT_SOURCE_DIR) + "/tests/python/dtensor_reference.py"});
+  for (int r = 0; r < 4; ++r) {
+    const auto want = piece_lines(theirs[r]);
+    ASSERT_EQ(want.size(), 10u) << theirs[r];
+    EXPECT_EQ(piece_lines(ours[r]), want) << "rank " << r;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // backward through each kind of redistribution, and checks every local
 // piece and gradient against the same arithmetic on the whole tensor.
 // Prints "rank R ok: ..." and exits 0, or says what was wrong and exits 1.
+// With the argument "compare" it prints instead, a line each, what
+// tests/python/dtensor_reference.py prints of torch's DTensor (4 ranks).
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -132,17 +134,65 @@ void two_dimensions(const DeviceMesh& mesh, const at::Tensor& base) {
   check(twice.find("along two mesh dimensions") != std::string::npos, "Shard(0) twice: " + twice);
 }
 
+std::string line(const std::string& name, const at::Tensor& t) {
+  std::string shape = "[", values;
+  for (int64_t i = 0; i < t.dim(); ++i) shape += (i ? ", " : "") + std::to_string(t.size(i));
+  const at::Tensor flat = t.detach().contiguous().to(at::kDouble).flatten();
+  char buf[32];
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    std::snprintf(buf, sizeof buf, "%.1f", flat[i].item<double>());
+    values += (i ? " " : "") + std::string(buf);
+  }
+  return name + ": " + shape + "] " + values;
+}
+
+// compare: what tests/python/dtensor_reference.py does with torch's DTensor,
+// printed the same way (4 ranks).
+void compare(const at::Tensor& base) {
+  const int r = rank_, k = get_world_size();
+  const at::Tensor coefficient = at::arange(60, at::kDouble).reshape({10, 6}) * 0.5;
+  DeviceMesh mesh = init_device_mesh("cpu", {k});
+  std::vector<std::string> out;
+  DTensor rows = distribute_tensor(base + r, mesh, {Shard(0)});
+  out.push_back(line("Shard(0)", rows.to_local()));
+  out.push_back(line("Shard(0) -> Shard(1)", rows.redistribute({Shard(1)}).to_local()));
+  DTensor partial = DTensor::from_local(base * (r + 1), mesh, {Partial()});
+  out.push_back(line("Partial -> Replicate", partial.redistribute({Replicate()}).to_local()));
+  out.push_back(line("Partial -> Shard(0)", partial.redistribute({Shard(0)}).to_local()));
+  DTensor mean = DTensor::from_local(base * (r + 1), mesh, {Partial(ReduceOp::AVG)});
+  out.push_back(line("Partial(avg) -> Replicate", mean.redistribute({Replicate()}).to_local()));
+  DTensor w = distribute_tensor(base.clone().requires_grad_(), mesh, {Shard(0)});
+  (w.redistribute({Replicate()}).to_local() * coefficient).sum().backward();
+  out.push_back(line("grad of Shard(0) -> Replicate", w.to_local().grad()));
+  at::Tensor x = (base * (r + 1)).requires_grad_();
+  DTensor s = DTensor::from_local(x, mesh, {Partial()}).redistribute({Shard(0)});
+  (s.to_local() * piece(coefficient, 0, k, r)).sum().backward();
+  out.push_back(line("grad of Partial -> Shard(0)", x.grad()));
+  DeviceMesh square = init_device_mesh("cpu", {2, 2}, {"dp", "tp"});
+  DTensor grid = distribute_tensor(base, square, {Shard(0), Shard(1)});
+  out.push_back(line("(Shard(0), Shard(1))", grid.to_local()));
+  out.push_back(line("-> (Shard(1), Shard(0))", grid.redistribute({Shard(1), Shard(0)}).to_local()));
+  out.push_back(
+      line("(Replicate(), Shard(0))", distribute_tensor(base, square, {Replicate(), Shard(0)}).to_local()));
+  for (const std::string& text : out) std::printf("rank %d %s\n", r, text.c_str());
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   at::set_num_threads(1);
+  const bool comparing = argc > 1 && std::string(argv[1]) == "compare";
   try {
     init_process_group();
     rank_ = get_rank();
     const int world = get_world_size();
     const at::Tensor base = at::arange(60, at::kDouble).reshape({10, 6});
-    one_dimension(init_device_mesh("cpu", {world}), base);
-    if (world == 4) two_dimensions(init_device_mesh("cpu", {2, 2}, {"dp", "tp"}), base);
+    if (comparing) {
+      compare(base);
+    } else {
+      one_dimension(init_device_mesh("cpu", {world}), base);
+      if (world == 4) two_dimensions(init_device_mesh("cpu", {2, 2}, {"dp", "tp"}), base);
+    }
     destroy_process_group();
   } catch (const std::exception& e) {
     std::printf("rank %d wrong: %s\n", rank_, e.what());
