@@ -82,6 +82,7 @@ class DeviceMesh {
   explicit DeviceMesh(std::shared_ptr<const State> state);
   int dim_index(const std::string& name, const char* what) const;
   int checked_dim(int dim, const char* what) const;
+  int only_dim(const char* what) const;  // a 1-D mesh's dimension, for calls that name none
   std::shared_ptr<const State> state_;
 };
 

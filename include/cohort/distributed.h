@@ -49,10 +49,10 @@ void init_process_group(const InitOptions& options = {});
 // destroy_process_group tears down the default group and every group made
 // by new_group (their Works complete with an error). Its last step is a
 // barrier (rank 0 hosts the store, and must not take it away mid-call);
-// when the others report there that this rank's calls differ from theirs
-// (it skipped or added a collective), it throws that DesyncError, after
-// tearing everything down, so that such a rank does not exit 0. Other
-// failures of that barrier (a peer that already failed) are logged.
+// when that barrier finds that the ranks' calls differ (one skipped or
+// added a collective), it throws that DesyncError, naming who is where,
+// after tearing everything down, so that such a rank does not exit 0.
+// Other failures of that barrier (a peer that already failed) are logged.
 void destroy_process_group();
 // destroy_process_group(group) destroys that group alone (torch's
 // destroy_process_group(group)): its running and later operations fail;

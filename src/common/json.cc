@@ -1,6 +1,7 @@
 #include "common/json.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -33,8 +34,12 @@ Json from_parsed(const Parsed& p) {
       return Json(p.get<bool>());
     case Parsed::value_t::number_integer:
       return Json(p.get<int64_t>());
-    case Parsed::value_t::number_unsigned:
-      return Json(p.get<uint64_t>());
+    case Parsed::value_t::number_unsigned: {
+      // Above int64's range a number is kept as a double, not wrapped.
+      const uint64_t v = p.get<uint64_t>();
+      if (v > static_cast<uint64_t>(INT64_MAX)) return Json(static_cast<double>(v));
+      return Json(v);
+    }
     case Parsed::value_t::number_float:
       return Json(p.get<double>());
     case Parsed::value_t::string:

@@ -7,10 +7,22 @@ namespace {
 
 using Doc = nlohmann::ordered_json;
 
+struct TooDeep {};
+
+// parse reads a whole document, or nothing: malformed, or nested deeper
+// than an error file or an etcd reply ever is (first_field recurses).
 std::optional<Doc> parse(const std::string& text) {
-  Doc doc = Doc::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return std::nullopt;
-  return doc;
+  auto bound_depth = [](int depth, Doc::parse_event_t, Doc&) {
+    if (depth > 64) throw TooDeep{};
+    return true;
+  };
+  try {
+    Doc doc = Doc::parse(text, bound_depth, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) return std::nullopt;
+    return doc;
+  } catch (const TooDeep&) {
+    return std::nullopt;
+  }
 }
 
 // first_field finds the first member named `key` for which `wanted` holds,

@@ -109,14 +109,27 @@ DeviceMesh::DeviceMesh(std::string device_type, std::vector<int> shape, std::vec
     }
     s->coordinate = coordinate;
   }
-  // Every rank makes every slice's group, in the same order (dimension by
-  // dimension, slices by their first rank's flat index), keeping its own.
+  // Every slice of every dimension, in the order every rank makes their
+  // groups: dimension by dimension, slices by their first rank's index.
   const int ndim = static_cast<int>(s->shape.size());
+  std::vector<std::vector<std::vector<int>>> slices(static_cast<size_t>(ndim));
   for (int d = 0; d < ndim; ++d) {
-    GroupPtr mine;
     for (int flat = 0; flat < static_cast<int>(s->ranks.size()); ++flat) {
       if ((flat / strides[d]) % s->shape[d] != 0) continue;  // not the start of a slice along d
-      const std::vector<int> slice = slice_along(s->ranks, s->shape, strides, d, flat);
+      std::vector<int> slice = slice_along(s->ranks, s->shape, strides, d, flat);
+      if (!std::is_sorted(slice.begin(), slice.end())) {
+        // Groups number their ranks in increasing order (new_group, as
+        // torch's): a slice in another order would put a rank's mesh
+        // index and its group rank apart.
+        throw InvalidArgument(what + ": the ranks along dimension " + std::to_string(d) +
+                              " must increase, but one slice is " + list_text(slice));
+      }
+      slices[static_cast<size_t>(d)].push_back(std::move(slice));
+    }
+  }
+  for (const auto& of_dim : slices) {
+    GroupPtr mine;
+    for (const std::vector<int>& slice : of_dim) {
       GroupPtr group = new_group(slice);
       const bool member = std::find(slice.begin(), slice.end(), s->me) != slice.end();
       if (member || !mine) mine = group;
@@ -159,6 +172,14 @@ int DeviceMesh::checked_dim(int dim, const char* what) const {
   return dim;
 }
 
+int DeviceMesh::only_dim(const char* what) const {
+  if (ndim() != 1) {
+    throw InvalidArgument(std::string("DeviceMesh::") + what + ": the mesh has " + std::to_string(ndim()) +
+                          " dimensions; name the one you mean");
+  }
+  return 0;
+}
+
 int DeviceMesh::dim_index(const std::string& name, const char* what) const {
   const auto& names = state_->names;
   if (names.empty()) {
@@ -180,11 +201,7 @@ GroupPtr DeviceMesh::get_group(const std::string& dim) const {
   return get_group(dim_index(dim, "get_group"));
 }
 GroupPtr DeviceMesh::get_group() const {
-  if (ndim() != 1) {
-    throw InvalidArgument("DeviceMesh::get_group: the mesh has " + std::to_string(ndim()) +
-                          " dimensions; name the one whose group you want");
-  }
-  return get_group(0);
+  return get_group(only_dim("get_group"));
 }
 std::vector<GroupPtr> DeviceMesh::get_all_groups() const {
   return state_->groups;
@@ -198,11 +215,7 @@ int DeviceMesh::get_local_rank(const std::string& dim) const {
   return get_local_rank(dim_index(dim, "get_local_rank"));
 }
 int DeviceMesh::get_local_rank() const {
-  if (ndim() != 1) {
-    throw InvalidArgument("DeviceMesh::get_local_rank: the mesh has " + std::to_string(ndim()) +
-                          " dimensions; name one");
-  }
-  return get_local_rank(0);
+  return get_local_rank(only_dim("get_local_rank"));
 }
 std::optional<std::vector<int>> DeviceMesh::get_coordinate() const {
   return state_->coordinate;

@@ -226,11 +226,11 @@ void destroy_process_group() {
     try {
       group->barrier();
     } catch (const DesyncError& e) {
-      // The others report that this rank's calls differ from theirs: the
-      // last chance for a rank that skipped a collective to hear of it.
+      // The ranks' calls differ: the last chance for a rank that skipped
+      // (or added) a collective to hear of it. e.what() says who is where.
       throw DesyncError(
-          std::string("destroy_process_group: the other ranks report that this rank's calls differ "
-                      "from theirs (a collective skipped or added?): ") +
+          std::string("destroy_process_group: the final barrier found that the ranks' calls differ "
+                      "(a collective skipped or added on some rank): ") +
           e.what());
     } catch (const Error& e) {
       COHORT_LOG(kWarning) << "destroy_process_group: the final barrier failed: " << e.what();

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -13,9 +12,8 @@
 namespace cohort {
 namespace {
 
-const char kWorldSizeKey[] = "seat/world_size";
-const char kJobKey[] = "seat/job";      // "<job id>\n<rank>\n<process>" of the first claimant
-const char kNonceKey[] = "seat/nonce";  // the group's nonce, made by the first claimant
+const char kRankZeroKey[] = "seat/rank0";  // "<job id>\n<world size>\n<process>" of rank 0
+const char kNonceKey[] = "seat/nonce";     // the group's nonce, made by the first claimant
 const char kProblemKey[] = "seat/problem";
 const char kArrivalsKey[] = "seat/arrivals";  // processes that began a claim
 const char kRefusedKey[] = "seat/refused";    // of them, refused
@@ -42,22 +40,24 @@ Status refuse(Store& store, const std::string& why) {
   return Status(StatusCode::kInvalidArgument, why);
 }
 
-// check_job compares this process's job with rank 0's, which every other
-// rank waits for (1 s at a time, so that a refusal ends the wait): the job
-// is the one whose rank 0 holds seat 0. A rank of another job is refused
-// alone, publishing nothing, so that a stranger cannot stop the job it
-// stumbled into; a second rank 0 of another job is refused as any second
-// claimant, which stops both.
-Status check_job(Store& store, int rank, Deadline deadline) {
-  const std::string mine = job_id() + "\n" + describe_this_process();
+// check_rank0 compares this rank's job and world size with rank 0's, which
+// every other rank waits for (1 s at a time, so that a refusal ends the
+// wait): the group is the one whose rank 0 holds seat 0. A rank of another
+// job is refused alone, publishing nothing, so that a stranger cannot stop
+// the job it stumbled into (whatever world size it says); a rank of this
+// job that says another world size is refused for all to read, since the
+// job cannot run; a second rank 0 of another job or size is refused as any
+// second claimant, which stops both.
+Status check_rank0(Store& store, int rank, int size, Deadline deadline) {
+  const std::string mine = job_id() + "\n" + std::to_string(size) + "\n" + describe_this_process();
   std::string held;
   if (rank == 0) {
-    held = to_string(store.compare_set(kJobKey, {}, to_bytes(mine)));
+    held = to_string(store.compare_set(kRankZeroKey, {}, to_bytes(mine)));
   } else {
     for (;;) {
       try {
-        store.wait({kJobKey}, deadline.slice(std::chrono::milliseconds(1000)));
-        held = to_string(store.get(kJobKey));
+        store.wait({kRankZeroKey}, deadline.slice(std::chrono::milliseconds(1000)));
+        held = to_string(store.get(kRankZeroKey));
         break;
       } catch (const TimeoutError&) {
         if (auto problem = seat_problem(store)) {
@@ -68,17 +68,26 @@ Status check_job(Store& store, int rank, Deadline deadline) {
       }
     }
   }
-  const size_t cut = held.find('\n');
-  if (cut == std::string::npos) return Status::ok_status();
-  const std::string their_job = held.substr(0, cut);
-  if (their_job == job_id()) return Status::ok_status();
-  const std::string why = "rank " + std::to_string(rank) + " (" + describe_this_process() + ") is of " +
-                          job_text(job_id()) + ", but rank 0 of the group in this store (" +
-                          held.substr(cut + 1) + ") is of " + job_text(their_job) +
-                          ": two jobs on one store (give each job its own MASTER_PORT)";
-  if (rank == 0) return refuse(store, why);
-  store.add(kRefusedKey, 1);
-  return invalid_argument(why);
+  const size_t cut1 = held.find('\n');
+  const size_t cut2 = cut1 == std::string::npos ? cut1 : held.find('\n', cut1 + 1);
+  if (cut2 == std::string::npos) return Status::ok_status();
+  const std::string their_job = held.substr(0, cut1);
+  const std::string their_size = held.substr(cut1 + 1, cut2 - cut1 - 1);
+  const std::string who = held.substr(cut2 + 1);
+  if (their_job != job_id()) {
+    const std::string why = "rank " + std::to_string(rank) + " (" + describe_this_process() + ") is of " +
+                            job_text(job_id()) + ", but rank 0 of the group in this store (" + who +
+                            ") is of " + job_text(their_job) +
+                            ": two jobs on one store (give each job its own MASTER_PORT)";
+    if (rank == 0) return refuse(store, why);
+    store.add(kRefusedKey, 1);
+    return invalid_argument(why);
+  }
+  if (their_size != std::to_string(size)) {
+    return refuse(store, "rank " + std::to_string(rank) + " says world_size " + std::to_string(size) +
+                             ", rank 0 says " + their_size + " (give every rank the same WORLD_SIZE)");
+  }
+  return Status::ok_status();
 }
 
 }  // namespace
@@ -95,17 +104,8 @@ std::string describe_this_process() {
 Result<Digest> claim_seat(Store& store, int rank, int size, Deadline deadline) {
   try {
     store.add(kArrivalsKey, 1);
-    // The first rank to arrive states the world size; the others compare.
-    const std::string mine = std::to_string(size) + " " + std::to_string(rank);
-    const std::string held = to_string(store.compare_set(kWorldSizeKey, {}, to_bytes(mine)));
-    int held_size = 0, held_rank = 0;
-    if (std::sscanf(held.c_str(), "%d %d", &held_size, &held_rank) == 2 && held_size != size) {
-      return refuse(store, "rank " + std::to_string(rank) + " says world_size " + std::to_string(size) +
-                               ", rank " + std::to_string(held_rank) + " says " + std::to_string(held_size) +
-                               " (give every rank the same WORLD_SIZE)");
-    }
-    Status job = check_job(store, rank, deadline);
-    if (!job.ok()) return job;
+    Status against_rank0 = check_rank0(store, rank, size, deadline);
+    if (!against_rank0.ok()) return against_rank0;
     // Claims are numbered; the first claimant holds the seat.
     const std::string seat = "seat/" + std::to_string(rank);
     const std::string me = describe_this_process();

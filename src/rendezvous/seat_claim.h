@@ -26,14 +26,14 @@ std::string describe_this_process();
 // under "seat/" of `store`) and returns the group's nonce: random, made by
 // the first rank to claim, the same for every rank of the group, so the
 // data plane can tell its peers from any process that did not join through
-// this store. Fails with InvalidArgument when another process (another pid
-// or host) holds the seat already, naming both; when a rank before it said
-// another world size, naming both ranks and sizes; or when rank 0 of the
-// group belongs to another job (COHORT_JOB_ID), naming both jobs. Each
-// refusal but one leaves the reason where seat_problem finds it: a rank of
-// another job is refused alone, since the job it reached is not at fault.
-// Ranks other than 0 wait for rank 0's claim (whose job is the group's)
-// until `deadline`: kTimeout "rank 0 never arrived".
+// this store. Ranks other than 0 first wait for rank 0's claim (its job
+// and world size are the group's) until `deadline`: kTimeout "rank 0
+// never arrived". Fails with InvalidArgument when rank 0 belongs to
+// another job (COHORT_JOB_ID), naming both jobs; when rank 0 said another
+// world size, naming both sizes; or when another process (another pid or
+// host) holds the seat already, naming both. Each refusal but one leaves
+// the reason where seat_problem finds it: a rank of another job is refused
+// alone, since the job it reached is not at fault.
 Result<Digest> claim_seat(Store& store, int rank, int size, Deadline deadline);
 
 // seat_problem is the reason a claim failed in this group, if one did:

@@ -241,8 +241,17 @@ DTensor::DTensor(at::Tensor local, DeviceMesh mesh, std::vector<Placement> place
 DTensor DTensor::from_local(const at::Tensor& local, const DeviceMesh& mesh,
                             std::vector<Placement> placements, std::optional<std::vector<int64_t>> shape) {
   check_placements("DTensor::from_local", mesh, placements, local.dim());
+  if (!mesh.get_coordinate()) {
+    throw InvalidArgument("DTensor::from_local: rank " + std::to_string(mesh.get_rank()) +
+                          " is not in the mesh");
+  }
   std::vector<int64_t> global = local.sizes().vec();
   if (shape) {
+    if (static_cast<int64_t>(shape->size()) != local.dim()) {
+      throw InvalidArgument("DTensor::from_local: the shape " + shape_text(*shape) + " has " +
+                            std::to_string(shape->size()) + " dimensions; the local tensor has " +
+                            std::to_string(local.dim()));
+    }
     global = *shape;
     const std::vector<int64_t> expected = local_shape(global, mesh, placements);
     if (expected != local.sizes().vec()) {
@@ -275,7 +284,7 @@ DTensor DTensor::redistribute(const std::vector<Placement>& placements) const {
     at::NoGradGuard no_grad;
     out = redistribute_local(local_, mesh_, placements_, placements, shape_);
   }
-  if (local_.requires_grad()) {
+  if (at::GradMode::is_enabled() && local_.requires_grad()) {
     auto node = c10::make_intrusive<RedistributeBackward>(mesh_, as_gradient(placements),
                                                           as_gradient(placements_), shape_);
     node->set_next_edges(torch::autograd::collect_next_edges(local_));

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "support/ports.h"
+#include "support/rank_lines.h"
 #include "support/subprocess.h"
 
 namespace cohort::testing {
@@ -97,6 +98,19 @@ TEST(GroupsAsTorch, TwoJobsStartedTogetherOnOnePortNeverMix) {
   EXPECT_NE(loser1.first.find("of job " + won + ") is of job " + won), std::string::npos) << loser1.first;
 }
 
+TEST(GroupsAsTorch, AStrangerThatSaysAnotherWorldSizeIsRefusedAloneAndTheJobRuns) {
+  // Job a's two ranks and job b's rank 1 of 3 on one port: b's rank is
+  // refused for its job, and a's ranks do not hear of it.
+  auto out = start_ranks("join-hold", {{"RANK=0", "WORLD_SIZE=2", "COHORT_JOB_ID=a"},
+                                       {"RANK=1", "WORLD_SIZE=2", "COHORT_JOB_ID=a"},
+                                       {"RANK=1", "WORLD_SIZE=3", "COHORT_JOB_ID=b"}});
+  EXPECT_EQ(out[0].second, 0) << out[0].first;
+  EXPECT_EQ(out[1].second, 0) << out[1].first;
+  EXPECT_NE(out[2].second, 0) << out[2].first;
+  EXPECT_NE(out[2].first.find("is of job b, but rank 0 of the group in this store"), std::string::npos)
+      << out[2].first;
+}
+
 TEST(GroupsAsTorch, RanksThatDisagreeOnTheWorldSizeAreBothToldWhoSaysWhat) {
   auto out = start_ranks("join", {{"RANK=0", "WORLD_SIZE=2"}, {"RANK=1", "WORLD_SIZE=3"}});
   for (const auto& [text, code] : out) {
@@ -110,21 +124,6 @@ TEST(DeviceMeshAsTorch, A2x2MeshHasItsCoordinatesGroupsAndSubMeshesOnEveryRank) 
   EXPECT_NE(out[3].find("rank 3 ok: mesh DeviceMesh((dp=2, tp=2), 'cpu', stride=(2, 1)), at (1, 1)"),
             std::string::npos)
       << out[3];
-}
-
-// mesh_lines keeps the lines of `text` that start with "rank " and are not
-// a rank's final "ok".
-std::vector<std::string> mesh_lines(const std::string& text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(at, end - at);
-    if (line.rfind("rank ", 0) == 0 && line.find(" ok:") == std::string::npos) out.push_back(line);
-    at = end + 1;
-  }
-  return out;
 }
 
 TEST(DeviceMeshAsTorch, EveryRankSaysWhatTorchsDeviceMeshSaysOfTheSameMeshes) {
@@ -146,7 +145,7 @@ TEST(DeviceMeshAsTorch, EveryRankSaysWhatTorchsDeviceMeshSaysOfTheSameMeshes) {
   for (int r = 0; r < 4; ++r) {
     const std::string theirs = ranks[r]->read_all(std::chrono::seconds(120));
     ASSERT_EQ(ranks[r]->wait(), 0) << theirs;
-    const auto want = mesh_lines(theirs), got = mesh_lines(ours[r]);
+    const auto want = rank_lines(theirs), got = rank_lines(ours[r]);
     ASSERT_EQ(want.size(), 3u) << theirs;
     EXPECT_EQ(got, want) << "rank " << r;
   }

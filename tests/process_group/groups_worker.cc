@@ -122,8 +122,12 @@ int mesh(int rank) {
   if (device.find("expected cpu or cuda") == std::string::npos) return fail(rank, "device: " + device);
   const std::string unnamed = throws_invalid([&] { flat.get_local_rank("dp"); });
   if (unnamed.find("has no dimension names") == std::string::npos) return fail(rank, "unnamed: " + unnamed);
+  const std::string descending = throws_invalid([] { DeviceMesh("cpu", {2, 2}, {1, 0, 3, 2}); });
+  if (descending.find("the ranks along dimension 1 must increase, but one slice is [1, 0]") ==
+      std::string::npos)
+    return fail(rank, "descending slice: " + descending);
   const std::string nd = throws_invalid([&] { m.get_group(); });
-  if (nd.find("name the one whose group you want") == std::string::npos)
+  if (nd.find("the mesh has 2 dimensions; name the one you mean") == std::string::npos)
     return fail(rank, "2-D get_group(): " + nd);
   std::printf("rank %d ok: mesh %s, at (%d, %d)\n", rank, m.to_string().c_str(), row, col);
   return 0;

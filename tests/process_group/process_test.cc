@@ -178,8 +178,8 @@ TEST(ProcessGroupProcesses, ARelayedDesyncReadsRightOnTheRankThatReadsIt) {
 TEST(ProcessGroupProcesses, ARankThatSkippedACollectiveHearsItWhenItEndsItsJob) {
   Job job = launch(2, "skip", "env://");
   expect_all_ok(job);
-  EXPECT_NE(job.output[1].find("rank 1 ok: DesyncError: destroy_process_group: the other ranks report that "
-                               "this rank's calls differ from theirs"),
+  EXPECT_NE(job.output[1].find("rank 1 ok: DesyncError: destroy_process_group: the final barrier found that "
+                               "the ranks' calls differ"),
             std::string::npos)
       << job.output[1];
   EXPECT_NE(job.output[1].find("all_reduce #1"), std::string::npos)

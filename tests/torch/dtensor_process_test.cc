@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "support/ports.h"
+#include "support/rank_lines.h"
 #include "support/subprocess.h"
 
 namespace cohort::testing {
@@ -38,20 +39,6 @@ void run_dtensor_ranks(int world) {
   }
 }
 
-// piece_lines keeps the lines that start with "rank ", but a rank's "ok".
-std::vector<std::string> piece_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(at, end - at);
-    if (line.compare(0, 5, "rank ") == 0 && line.find(" ok: ") == std::string::npos) lines.push_back(line);
-    at = end + 1;
-  }
-  return lines;
-}
-
 TEST(DTensorAsTorch, ThreeRanksWithUnevenShards) {
   run_dtensor_ranks(3);  // 10 rows: 4, 4, 2
 }
@@ -72,9 +59,9 @@ TEST(DTensorAsTorch, EveryPieceAndGradientIsTorchsOwn) {
   auto theirs =
       start_ranks(4, {python, std::string(COHORT_SOURCE_DIR) + "/tests/python/dtensor_reference.py"});
   for (int r = 0; r < 4; ++r) {
-    const auto want = piece_lines(theirs[r]);
+    const auto want = rank_lines(theirs[r]);
     ASSERT_EQ(want.size(), 10u) << theirs[r];
-    EXPECT_EQ(piece_lines(ours[r]), want) << "rank " << r;
+    EXPECT_EQ(rank_lines(ours[r]), want) << "rank " << r;
   }
 }
 

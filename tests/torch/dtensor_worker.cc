@@ -111,6 +111,10 @@ void one_dimension(const DeviceMesh& mesh, const at::Tensor& base) {
   const std::string partial_in = invalid([&] { distribute_tensor(base, mesh, {Partial()}); });
   check(partial_in.find("has a Partial placement") != std::string::npos,
         "Partial in distribute_tensor: " + partial_in);
+  const std::string short_shape =
+      invalid([&] { DTensor::from_local(base, mesh, {Shard(1)}, std::vector<int64_t>{8}); });
+  check(short_shape.find("the shape [8] has 1 dimensions; the local tensor has 2") != std::string::npos,
+        "from_local with a short shape: " + short_shape);
   const std::string dim = invalid([&] { distribute_tensor(base, mesh, {Shard(2)}); });
   check(dim.find("Shard(dim=2) of a tensor of 2 dimensions") != std::string::npos, "Shard(2): " + dim);
 }

@@ -130,10 +130,11 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   std::vector<std::string> keys;
   for (int q = 0; q < size; ++q) keys.push_back(addr_key(q));
   // The ranks that have not published an address, when time ran out.
-  auto never_arrived = [&] {
+  // (Before the addresses, ranks wait for rank 0 alone: `only_rank0`.)
+  auto never_arrived = [&](bool only_rank0 = false) {
     std::vector<int> missing;
     for (int q = 0; q < size; ++q) {
-      if (!store.check({keys[q]})) missing.push_back(q);
+      if (only_rank0 ? q == 0 : !store.check({keys[q]})) missing.push_back(q);
     }
     const auto waited =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from);
@@ -142,7 +143,7 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   };
   auto seat = claim_seat(store, rank, size, deadline);
   if (!seat.ok()) {
-    if (seat.status().code() == StatusCode::kTimeout) return never_arrived();
+    if (seat.status().code() == StatusCode::kTimeout) return never_arrived(true);
     return seat.status();
   }
   GroupCredentials credentials{seat.value(), config_string(knobs::kStoreToken), describe_this_process()};
