@@ -65,10 +65,6 @@ Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std:
 // barrier returns once every rank has entered it.
 Status barrier(AlgoContext& c);
 
-// hierarchical_all_reduce reduces within each host, all_reduces among the
-// hosts' leaders, and broadcasts within each host (hierarchical.cc).
-Status hierarchical_all_reduce(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op);
-
 // block_range splits n elements into p nearly equal blocks: block b is
 // [first, first + count).
 inline void block_range(size_t n, int p, int b, size_t* first, size_t* count) {

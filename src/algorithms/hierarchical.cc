@@ -8,7 +8,7 @@
 
 namespace cohort {
 
-Status hierarchical_all_reduce(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
+Status hierarchical_all_reduce(AlgoContext& c, shm::Arena* arena, const Buffer& buf, ReduceOp::Kind op) {
   Transport& t = c.transport;
   const int me = t.rank();
   std::vector<int> local, leaders;
@@ -16,7 +16,6 @@ Status hierarchical_all_reduce(AlgoContext& c, const Buffer& buf, ReduceOp::Kind
     if (t.host_of(q) == t.host_of(me)) local.push_back(q);
     if (t.host_of(q) == q) leaders.push_back(q);
   }
-  shm::Arena* arena = t.shared_arena();
   SubTransport host(t, local);
   AlgoContext host_context{host, c.sequence, c.deadline, c.what, c.scratch};
   Status st;

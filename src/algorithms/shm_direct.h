@@ -50,4 +50,9 @@ Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
                           const std::vector<Buffer>& inputs, ReduceOp::Kind op);
 Status shm_barrier(AlgoContext& c, shm::Arena& a);
 
+// hierarchical_all_reduce reduces within each host (through `host`, this
+// host's shared memory, when there is one), all_reduces among the hosts'
+// leaders, and broadcasts within each host (hierarchical.cc).
+Status hierarchical_all_reduce(AlgoContext& c, shm::Arena* host, const Buffer& buf, ReduceOp::Kind op);
+
 }  // namespace cohort

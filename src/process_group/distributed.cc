@@ -18,7 +18,7 @@
 #include "process_group/native_backend.h"
 #include "process_group/shrink_agreement.h"
 #include "rendezvous/init_url.h"
-#include "transport/shm/connect.h"
+#include "transport/connect_group.h"
 #include "transport/tcp/connect.h"
 
 namespace cohort {
@@ -49,15 +49,11 @@ std::unique_ptr<Backend> build_native_backend(const std::shared_ptr<Store>& stor
   auto address = tcp::local_address(master_host);
   if (!address.ok()) throw_status(address.status().with_context("group " + name));
   const Deadline deadline = Deadline::after(timeout);
-  auto transport = tcp::connect_mesh(*store, rank, size, address.value(), deadline);
-  if (!transport.ok()) throw_status(transport.status().with_context("group " + name));
-  if (config_string(knobs::kTcpConnect) != "lazy") {
-    Status st = shm::connect_shm(*store, *transport.value(), global_ranks, deadline);
-    if (!st.ok()) throw_status(st.with_context("group " + name));
-  }
+  auto group = connect_group(*store, rank, global_ranks, address.value(), deadline);
+  if (!group.ok()) throw_status(group.status().with_context("group " + name));
   COHORT_LOG(kInfo) << "group " << name << ": rank " << rank << " of " << size << " connected from "
                     << address.value();
-  return std::make_unique<NativeBackend>(std::move(transport.value()));
+  return std::make_unique<NativeBackend>(std::move(group.value().transport), std::move(group.value().arena));
 }
 
 // build_group makes the group of `global_ranks` with the backends of

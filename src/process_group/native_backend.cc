@@ -22,9 +22,9 @@ ReduceOp::Kind algorithm_op(ReduceOp op) {
 
 }  // namespace
 
-NativeBackend::NativeBackend(std::unique_ptr<Transport> transport)
-    : Backend("cohort"), transport_(std::move(transport)) {
-  shm::Arena* arena = transport_->shared_arena();
+NativeBackend::NativeBackend(std::unique_ptr<Transport> transport, std::shared_ptr<shm::Arena> arena_owner)
+    : Backend("cohort"), transport_(std::move(transport)), arena_(std::move(arena_owner)) {
+  shm::Arena* arena = arena_.get();
   int hosts = 0;
   for (int q = 0; q < transport_->size(); ++q) hosts += transport_->host_of(q) == q ? 1 : 0;
   if (arena && arena->local_size() == transport_->size()) {
@@ -78,7 +78,7 @@ std::vector<int> NativeBackend::lost_peers() const {
   // single-copy read fails with ESRCH): nobody reads its socket's end then,
   // so the transport never sees the connection go. Its process is gone,
   // which the arena can tell.
-  if (shm::Arena* arena = transport_->shared_arena()) {
+  if (shm::Arena* arena = arena_.get()) {
     for (int rank : arena->gone_ranks()) {
       if (std::find(lost.begin(), lost.end(), rank) == lost.end()) lost.push_back(rank);
     }
@@ -88,7 +88,7 @@ std::vector<int> NativeBackend::lost_peers() const {
 }
 
 std::string NativeBackend::describe_links() const {
-  shm::Arena* arena = transport_->shared_arena();
+  shm::Arena* arena = arena_.get();
   const int me = transport_->rank();
   std::string shm_ranks, tcp_ranks;
   for (int q = 0; q < transport_->size(); ++q) {
@@ -112,7 +112,7 @@ Status NativeBackend::direct_done(Status st, const OpContext& op) {
     // died. Both happen before the caller may free its buffers.
     transport_->interrupt(st);
     transport_->poll_health();
-    if (shm::Arena* arena = transport_->shared_arena()) arena->leave(op.sequence);
+    if (shm::Arena* arena = arena_.get()) arena->leave(op.sequence);
   }
   return st;
 }
@@ -139,7 +139,7 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   if (algorithm.value() == Algorithm::kShmDirect) {
-    return direct_done(shm_broadcast(c, *transport_->shared_arena(), buffer, root), op);
+    return direct_done(shm_broadcast(c, *arena_, buffer, root), op);
   }
   return cohort::broadcast(c, buffer, root);
 }
@@ -151,12 +151,11 @@ Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   Status st;
   if (algorithm.value() == Algorithm::kShmDirect) {
-    return direct_done(shm_all_reduce(c, *transport_->shared_arena(), buffer, algorithm_op(reduce_op),
-                                      folded_scale(reduce_op)),
+    return direct_done(shm_all_reduce(c, *arena_, buffer, algorithm_op(reduce_op), folded_scale(reduce_op)),
                        op);
   }
   if (algorithm.value() == Algorithm::kHierarchical) {
-    st = direct_done(hierarchical_all_reduce(c, buffer, algorithm_op(reduce_op)), op);
+    st = direct_done(hierarchical_all_reduce(c, arena_.get(), buffer, algorithm_op(reduce_op)), op);
   } else {
     st = cohort::all_reduce(c, buffer, algorithm_op(reduce_op), algorithm.value());
   }
@@ -180,9 +179,8 @@ Status NativeBackend::all_reduce_coalesced(const std::vector<Buffer>& buffers, R
   }
   for (const Buffer& b : buffers) premultiply(b, reduce_op);
   AlgoContext c = context(op, true);
-  return direct_done(shm_all_reduce_pieces(c, *transport_->shared_arena(), buffers, algorithm_op(reduce_op),
-                                           folded_scale(reduce_op)),
-                     op);
+  return direct_done(
+      shm_all_reduce_pieces(c, *arena_, buffers, algorithm_op(reduce_op), folded_scale(reduce_op)), op);
 }
 
 Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op, const OpContext& op) {
@@ -198,10 +196,9 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
   auto algorithm = choose(Collective::kReduce, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
-  Status st =
-      algorithm.value() == Algorithm::kShmDirect
-          ? direct_done(shm_reduce(c, *transport_->shared_arena(), input, root, algorithm_op(reduce_op)), op)
-          : cohort::reduce(c, input, root, algorithm_op(reduce_op));
+  Status st = algorithm.value() == Algorithm::kShmDirect
+                  ? direct_done(shm_reduce(c, *arena_, input, root, algorithm_op(reduce_op)), op)
+                  : cohort::reduce(c, input, root, algorithm_op(reduce_op));
   if (st.ok() && reduce_op.kind == ReduceOp::AVG && transport_->rank() == root) {
     scale(buffer.dtype, buffer.data, buffer.count, 1.0 / transport_->size());
   }
@@ -216,7 +213,7 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   if (algorithm.value() == Algorithm::kShmDirect) {
-    return direct_done(shm_all_gather(c, *transport_->shared_arena(), input, outputs), op);
+    return direct_done(shm_all_gather(c, *arena_, input, outputs), op);
   }
   return cohort::all_gather(c, input, outputs);
 }
@@ -258,9 +255,7 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   Status st = algorithm.value() == Algorithm::kShmDirect
-                  ? direct_done(shm_reduce_scatter(c, *transport_->shared_arena(), output, views,
-                                                   algorithm_op(reduce_op)),
-                                op)
+                  ? direct_done(shm_reduce_scatter(c, *arena_, output, views, algorithm_op(reduce_op)), op)
                   : cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
     scale(output.dtype, output.data, output.count, 1.0 / transport_->size());
@@ -281,8 +276,7 @@ Status NativeBackend::barrier(const OpContext& op) {
   auto algorithm = choose(Collective::kBarrier, 0, op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
-  if (algorithm.value() == Algorithm::kShmDirect)
-    return direct_done(shm_barrier(c, *transport_->shared_arena()), op);
+  if (algorithm.value() == Algorithm::kShmDirect) return direct_done(shm_barrier(c, *arena_), op);
   return cohort::barrier(c);
 }
 
@@ -317,7 +311,7 @@ Status NativeBackend::recv_now(const Buffer& buffer, int src, int tag, const OpC
 
 Result<std::shared_ptr<SymmetricMemory>> NativeBackend::alloc_symmetric(Store* store, uint64_t id,
                                                                         size_t bytes, Deadline deadline) {
-  shm::Arena* arena = transport_->shared_arena();
+  shm::Arena* arena = arena_.get();
   if (!arena || !store) return Backend::alloc_symmetric(store, id, bytes, deadline);
   const size_t region = shm::symmetric_region_bytes(bytes);
   auto segment = shm::map_symmetric(*store, *arena, id, region, deadline);

@@ -11,10 +11,15 @@
 #include "process_group/backend.h"
 
 namespace cohort {
+namespace shm {
+class Arena;
+}
 
 class NativeBackend : public Backend {
  public:
-  explicit NativeBackend(std::unique_ptr<Transport> transport);
+  // `arena`: this host's shared memory when other ranks of the group are
+  // here (connect_group.h), for the direct algorithms; may be null.
+  NativeBackend(std::unique_ptr<Transport> transport, std::shared_ptr<shm::Arena> arena);
 
   Status broadcast(const Buffer& buffer, int root, const OpContext& op) override;
   Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) override;
@@ -71,6 +76,7 @@ class NativeBackend : public Backend {
   // this way), else 1.
   double folded_scale(ReduceOp reduce_op) const;
   std::unique_ptr<Transport> transport_;
+  std::shared_ptr<shm::Arena> arena_;
   Topology topology_ = Topology::kNetwork;
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)
   std::vector<uint8_t> premul_;   // PREMUL_SUM's scaled copy of the inputs

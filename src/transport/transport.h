@@ -1,5 +1,8 @@
 // transport.h: moving tagged byte ranges between the ranks of one group.
 //
+// engine.h implements it over per-peer links (link.h); connect_group.h
+// builds one for a group.
+//
 // Algorithms talk only to this interface (never to a socket): they post a
 // batch of sends and receives and wait for the batch to finish. Messages
 // between two ranks arrive in the order they were sent. While waiting, a
@@ -18,9 +21,6 @@
 #include "common/status.h"
 
 namespace cohort {
-namespace shm {
-class Arena;
-}
 
 // MessageKind keeps collective traffic and users' point-to-point messages
 // apart: a user's tag can never match a collective's.
@@ -102,11 +102,6 @@ class Transport {
 
   // peer_name describes a peer for messages: "rank 3 (10.0.0.3:4711)".
   virtual std::string peer_name(int peer) const = 0;
-
-  // shared_arena is the shared memory of this rank's host when the group
-  // has other ranks here (the direct algorithms read each other's data in
-  // it); null when it has none or shared memory is off.
-  virtual shm::Arena* shared_arena() { return nullptr; }
 
   // host_of names the host of `rank` by the lowest rank on it, so that
   // host_of(q) == q marks the host's leader. Without shared memory every

@@ -1,6 +1,6 @@
 // The collective algorithms (src/algorithms/algorithms.h) against the
 // transport alone, without a ProcessGroup: ranks are threads, each with a
-// TcpTransport over real sockets, joined through one in-memory store. What
+// transport engine over real TCP sockets, joined through one in-memory store. What
 // each algorithm leaves in every rank's buffers is checked against the
 // arithmetic, at sizes that divide unevenly among the ranks.
 #include "algorithms/algorithms.h"
@@ -12,13 +12,22 @@
 #include <numeric>
 
 #include "cohort/hash_store.h"
-#include "transport/tcp/connect.h"
+#include "transport/connect_group.h"
 
 namespace cohort {
 namespace {
 
 Deadline soon() {
   return Deadline::after(std::chrono::milliseconds(30000));
+}
+
+// connect_tcp connects rank r of `world` over TCP alone.
+Result<std::unique_ptr<Transport>> connect_tcp(Store& store, int r, int world) {
+  std::vector<int> ranks(static_cast<size_t>(world));
+  for (int q = 0; q < world; ++q) ranks[q] = q;
+  auto group = connect_group(store, r, ranks, "127.0.0.1", soon(), false);
+  if (!group.ok()) return group.status();
+  return std::move(group.value().transport);
 }
 
 // run_ranks connects `world` ranks and runs `body` on each, in threads;
@@ -28,7 +37,7 @@ std::vector<Status> run_ranks(int world, const std::function<Status(AlgoContext&
   std::vector<std::future<Status>> ranks;
   for (int r = 0; r < world; ++r) {
     ranks.push_back(std::async(std::launch::async, [&, r]() -> Status {
-      auto transport = tcp::connect_mesh(store, r, world, "127.0.0.1", soon());
+      auto transport = connect_tcp(store, r, world);
       if (!transport.ok()) return transport.status();
       std::vector<uint8_t> scratch;
       const std::string what = "the test's collective";
@@ -191,7 +200,7 @@ TEST(Algorithms, ARankThatNeverJoinsIsATimeoutNamingIt) {
   std::shared_future<void> finished = done.get_future().share();
   for (int r = 0; r < 3; ++r) {
     ranks.push_back(std::async(std::launch::async, [&, r]() -> Status {
-      auto transport = tcp::connect_mesh(store, r, 3, "127.0.0.1", soon());
+      auto transport = connect_tcp(store, r, 3);
       if (!transport.ok()) return transport.status();
       if (r == 2) {
         finished.wait();  // keeps its connections open, says nothing

@@ -11,7 +11,7 @@
 #include "cohort/config.h"
 #include "cohort/hash_store.h"
 #include "rendezvous/seat_claim.h"
-#include "transport/tcp/connect.h"
+#include "transport/connect_group.h"
 
 namespace cohort::tcp {
 namespace {
@@ -20,6 +20,16 @@ using std::chrono::seconds;
 
 Deadline soon(int s = 30) {
   return Deadline::after(std::chrono::milliseconds(s * 1000));
+}
+
+// connect_mesh connects rank r of `size` over TCP alone.
+Result<std::unique_ptr<Transport>> connect_mesh(Store& store, int r, int size, const std::string& address,
+                                                Deadline deadline) {
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int q = 0; q < size; ++q) ranks[q] = q;
+  auto group = connect_group(store, r, ranks, address, deadline, false);
+  if (!group.ok()) return group.status();
+  return std::move(group.value().transport);
 }
 
 // one_int moves one int from rank 2 to rank 0 of `t`: the proof that the

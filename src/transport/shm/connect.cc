@@ -43,34 +43,21 @@ Result<std::vector<int>> host_leaders(Store& store, int rank, const std::vector<
   return leader;
 }
 
-Status connect_shm(Store& store, tcp::TcpTransport& transport, const std::vector<int>& global_ranks,
-                   Deadline deadline) {
-  const int rank = transport.rank();
-  if (config_string(knobs::kShm) == "off" || transport.size() < 2) return Status::ok_status();
-  auto leaders = host_leaders(store, rank, global_ranks, deadline);
-  if (!leaders.ok()) return leaders.status();
+Result<std::shared_ptr<Arena>> connect_host(Store& store, int rank, const std::vector<int>& leaders,
+                                            Deadline deadline) {
   std::vector<int> local;
-  for (int q = 0; q < transport.size(); ++q) {
-    if (leaders.value()[static_cast<size_t>(q)] == leaders.value()[static_cast<size_t>(rank)])
-      local.push_back(q);
+  for (int q = 0; q < static_cast<int>(leaders.size()); ++q) {
+    if (leaders[static_cast<size_t>(q)] == leaders[static_cast<size_t>(rank)]) local.push_back(q);
   }
-  transport.set_hosts(leaders.value());
-  for (int q = 0; q < transport.size(); ++q) {
-    if (q == rank) continue;
-    bool here = std::find(local.begin(), local.end(), q) != local.end();
-    COHORT_LOG(kDebug) << "rank " << rank << " talks to " << transport.peer_name(q) << " over "
-                       << (here ? "shared memory" : "TCP");
-  }
-  if (local.size() < 2) return Status::ok_status();
+  if (local.size() < 2) return std::shared_ptr<Arena>();
   auto arena = Arena::set_up(store, rank, local, deadline);
   if (!arena.ok()) {
     if (arena.status().code() == StatusCode::kTimeout) return arena.status();
     COHORT_LOG(kWarning) << "rank " << rank << ": shared memory is unavailable, using TCP on this host: "
                          << arena.status().message();
-    return Status::ok_status();
+    return std::shared_ptr<Arena>();
   }
-  transport.attach_shm(std::move(arena.value()));
-  return Status::ok_status();
+  return std::shared_ptr<Arena>(std::move(arena.value()));
 }
 
 }  // namespace cohort::shm

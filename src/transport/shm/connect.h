@@ -2,12 +2,13 @@
 // giving their messages shared memory instead of loopback TCP.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "cohort/store.h"
 #include "common/deadline.h"
 #include "common/status.h"
-#include "transport/tcp/transport.h"
+#include "transport/shm/arena.h"
 
 namespace cohort::shm {
 
@@ -19,11 +20,12 @@ namespace cohort::shm {
 Result<std::vector<int>> host_leaders(Store& store, int rank, const std::vector<int>& global_ranks,
                                       Deadline deadline);
 
-// connect_shm sets up the shared memory of this rank's host for `transport`
-// when COHORT_SHM allows it and other ranks of the group are here. A
-// failure to make the segment is not fatal: every rank of the host then
-// keeps TCP (with a warning); a rank that never arrives is (kTimeout).
-Status connect_shm(Store& store, tcp::TcpTransport& transport, const std::vector<int>& global_ranks,
-                   Deadline deadline);
+// connect_host builds the shared memory of this rank's host for the
+// group ranks whose leader (host_leaders) is this rank's: null when no
+// other rank of the group is here, or when the segment cannot be made
+// (every rank of the host then keeps TCP, with a warning); kTimeout when a
+// rank never arrives.
+Result<std::shared_ptr<Arena>> connect_host(Store& store, int rank, const std::vector<int>& leaders,
+                                            Deadline deadline);
 
 }  // namespace cohort::shm

@@ -21,7 +21,9 @@
 #include "common/logging.h"
 #include "common/rank_list.h"
 #include "rendezvous/seat_claim.h"
+#include "transport/tcp/acceptor.h"
 #include "transport/tcp/hello.h"
+#include "transport/tcp/link.h"
 
 namespace cohort::tcp {
 namespace {
@@ -120,8 +122,7 @@ Result<std::string> local_address(const std::string& peer_host) {
   return route_source(peer_host);
 }
 
-Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int size,
-                                                   const std::string& address, Deadline deadline) {
+Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline) {
   auto listener = listen_tcp(address, 0);
   if (!listener.ok())
     return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
@@ -171,8 +172,13 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
   for (int q = 0; q < size; ++q) names[q] = to_string(addresses[q]);
   if (config_string(knobs::kTcpConnect) == "lazy") {
     // Everyone has joined; connections come with the first messages.
-    return std::make_unique<TcpTransport>(rank, size, std::move(listener.value()), std::move(names),
-                                          std::move(credentials));
+    Mesh mesh;
+    mesh.sockets.resize(static_cast<size_t>(size));
+    mesh.addresses = std::move(names);
+    mesh.listener = std::move(listener.value());
+    mesh.credentials = std::move(credentials);
+    mesh.lazy = true;
+    return mesh;
   }
 
   // Connect to every lower rank and say who we are.
@@ -262,7 +268,34 @@ Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int s
     }
   }
   COHORT_LOG(kDebug) << "rank " << rank << " connected to " << size - 1 << " peers over TCP from " << mine;
-  return std::make_unique<TcpTransport>(rank, size, std::move(sockets), std::move(names));
+  Mesh mesh;
+  mesh.sockets = std::move(sockets);
+  mesh.addresses = std::move(names);
+  mesh.credentials = std::move(credentials);
+  return mesh;
+}
+
+TcpLinks make_links(Mesh mesh, int rank) {
+  const int size = static_cast<int>(mesh.addresses.size());
+  TcpLinks out;
+  out.links.resize(static_cast<size_t>(size));
+  if (!mesh.lazy) {
+    for (int q = 0; q < size; ++q) {
+      if (q == rank || !mesh.sockets[q].valid()) continue;
+      out.links[q] = std::make_unique<TcpLink>(std::move(mesh.sockets[q]), mesh.addresses[q]);
+    }
+    return out;
+  }
+  auto credentials = std::make_shared<const GroupCredentials>(std::move(mesh.credentials));
+  std::vector<TcpLink*> lazy(static_cast<size_t>(size), nullptr);
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) continue;
+    auto link = std::make_unique<TcpLink>(mesh.addresses[q], rank, q, size, credentials);
+    lazy[q] = link.get();
+    out.links[q] = std::move(link);
+  }
+  out.acceptor = std::make_unique<TcpAcceptor>(rank, std::move(mesh.listener), std::move(lazy), credentials);
+  return out;
 }
 
 }  // namespace cohort::tcp

@@ -6,15 +6,18 @@
 // one connection from every higher rank. The listen backlog holds
 // connections until they are accepted, so this order cannot deadlock. With
 // COHORT_TCP_CONNECT=lazy it stops after the addresses: each pair connects
-// on its first message (lazy_connect.cc).
+// on its first message (link.h, acceptor.h).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cohort/store.h"
 #include "common/deadline.h"
-#include "transport/tcp/transport.h"
+#include "common/socket.h"
+#include "transport/link.h"
+#include "transport/tcp/hello.h"
 
 namespace cohort::tcp {
 
@@ -28,7 +31,23 @@ Result<std::string> local_address(const std::string& peer_host);
 // through `store` (already namespaced for the group). Fails with kTimeout
 // listing the ranks that never published an address, or that never
 // connected, by `deadline`.
-Result<std::unique_ptr<TcpTransport>> connect_mesh(Store& store, int rank, int size,
-                                                   const std::string& address, Deadline deadline);
+struct Mesh {
+  std::vector<Socket> sockets;         // eager: sockets[q] is connected to peer q
+  std::vector<std::string> addresses;  // every rank's, as published
+  Socket listener;                     // lazy: where the peers connect
+  GroupCredentials credentials;        // what hellos show and expect
+  bool lazy = false;
+};
+Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline);
+
+// TcpLinks are a group's links over TCP alone, and the acceptor of a lazy
+// group.
+struct TcpLinks {
+  std::vector<std::unique_ptr<Link>> links;  // null at this rank's own index
+  std::unique_ptr<Acceptor> acceptor;
+};
+// make_links turns a mesh into links: one per connected socket (a socket
+// that another link took is skipped), or lazy ones with their acceptor.
+TcpLinks make_links(Mesh mesh, int rank);
 
 }  // namespace cohort::tcp

@@ -1,0 +1,51 @@
+#include "transport/connect_group.h"
+
+#include "common/config_registry.h"
+#include "common/logging.h"
+#include "transport/engine.h"
+#include "transport/shm/connect.h"
+#include "transport/shm/link.h"
+#include "transport/tcp/connect.h"
+
+namespace cohort {
+
+Result<ConnectedGroup> connect_group(Store& store, int rank, const std::vector<int>& global_ranks,
+                                     const std::string& address, Deadline deadline, bool with_shared_memory) {
+  const int size = static_cast<int>(global_ranks.size());
+  auto mesh = tcp::connect_mesh(store, rank, size, address, deadline);
+  if (!mesh.ok()) return mesh.status();
+  ConnectedGroup group;
+  EngineOptions options;
+  std::vector<std::unique_ptr<Link>> shm_links(static_cast<size_t>(size));
+  const bool shared_memory =
+      with_shared_memory && !mesh.value().lazy && config_string(knobs::kShm) != "off" && size > 1;
+  if (shared_memory) {
+    auto leaders = shm::host_leaders(store, rank, global_ranks, deadline);
+    if (!leaders.ok()) return leaders.status();
+    options.host_of = leaders.value();
+    auto arena = shm::connect_host(store, rank, leaders.value(), deadline);
+    if (!arena.ok()) return arena.status();
+    group.arena = arena.value();
+    for (int q = 0; q < size; ++q) {
+      if (q == rank) continue;
+      const int local = group.arena ? group.arena->local_index_of(q) : -1;
+      std::string peer_name = "rank " + std::to_string(q) + " (" + mesh.value().addresses[q] + ")";
+      COHORT_LOG(kDebug) << "rank " << rank << " talks to " << peer_name << " over "
+                         << (local >= 0 ? "shared memory" : "TCP");
+      if (local < 0) continue;
+      // The socket stays the link's doorbell and tells when the peer dies.
+      shm_links[q] = std::make_unique<shm::ShmLink>(group.arena, local, std::move(mesh.value().sockets[q]),
+                                                    mesh.value().addresses[q], std::move(peer_name));
+    }
+    options.spin_bare = group.arena && !group.arena->oversubscribed();
+  }
+  tcp::TcpLinks tcp_links = tcp::make_links(std::move(mesh.value()), rank);
+  for (int q = 0; q < size; ++q) {
+    if (shm_links[q]) tcp_links.links[q] = std::move(shm_links[q]);
+  }
+  group.transport = std::make_unique<Engine>(rank, size, std::move(tcp_links.links),
+                                             std::move(tcp_links.acceptor), std::move(options));
+  return group;
+}
+
+}  // namespace cohort

@@ -1,0 +1,38 @@
+// connect_group.h: a group's transport, assembled: the TCP mesh
+// (tcp/connect.h), this host's shared memory for the peers that share it
+// (shm/connect.h), and the engine over their links (engine.h). The one
+// place that knows both kinds of link; neither tcp/ nor shm/ includes the
+// other.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/store.h"
+#include "common/deadline.h"
+#include "transport/transport.h"
+
+namespace cohort {
+namespace shm {
+class Arena;
+}
+
+struct ConnectedGroup {
+  std::unique_ptr<Transport> transport;
+  // The host's shared memory when other ranks of the group are here, for
+  // the direct algorithms and symmetric memory; null otherwise. Its rings
+  // carry those ranks' messages, so the transport holds it too.
+  std::shared_ptr<shm::Arena> arena;
+};
+
+// connect_group connects group rank `rank` (global_ranks: the group's
+// ranks in the job, for COHORT_SHM_RANKS_PER_HOST) to every other rank
+// through `store` (namespaced for the group), listening on `address`.
+// Shared memory between ranks of one host unless `with_shared_memory` is
+// false, COHORT_SHM is off or connections are lazy (COHORT_TCP_CONNECT).
+Result<ConnectedGroup> connect_group(Store& store, int rank, const std::vector<int>& global_ranks,
+                                     const std::string& address, Deadline deadline,
+                                     bool with_shared_memory = true);
+
+}  // namespace cohort

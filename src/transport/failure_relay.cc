@@ -1,0 +1,150 @@
+// failure_relay.cc: failing the group, telling the peers why, and the
+// deadlines that fail it.
+//
+// A rank that fails sends every peer the reason as a last frame and then
+// ends its links, so that the others fail at once naming the root cause
+// instead of waiting for their timeout, and relayed reasons keep naming
+// the rank that saw the cause first.
+#include <algorithm>
+#include <cstring>
+
+#include "common/point_of_view.h"
+#include "transport/engine.h"
+
+namespace cohort {
+
+Status Engine::lost(int q, Status why) {
+  // Only while this rank is healthy: once it failed, it ended its own
+  // links, and what it reads afterwards says nothing of the peer.
+  if (failed_.ok() && !interrupted_.load()) lost_[q].store(true);
+  return why;
+}
+
+void Engine::fail(const Status& status, bool tell_peers) {
+  if (failed_.ok() && !tell_peers) failed_ = status;
+  if (failed_.ok()) {
+    failed_ = status;
+    // In words any rank can read ("this rank" is this one's number).
+    std::string text = as_said_by(status.message(), rank_);
+    if (text.find("(reported by rank ") == std::string::npos)
+      text += " (reported by rank " + std::to_string(rank_) + ")";
+    FrameHeader h{kFrameMagic, static_cast<uint32_t>(MessageKind::kFailure), 0, 1 + text.size()};
+    std::vector<uint8_t> frame(sizeof h + 1 + text.size());
+    std::memcpy(frame.data(), &h, sizeof h);
+    frame[sizeof h] = static_cast<uint8_t>(status.code());
+    std::memcpy(frame.data() + sizeof h + 1, text.data(), text.size());
+    const Deadline report_deadline = Deadline::after(std::chrono::milliseconds(100));
+    for (int q = 0; q < size_; ++q) {
+      Peer& p = peers_[q];
+      if (!p.link) continue;
+      const bool usable = p.closed.ok() && p.link->ready();
+      // A message half sent over a socket is finished first (the peer is
+      // most likely reading it: it waits for this rank), so that the
+      // report can follow; otherwise the peer would see the link end
+      // mid-message and take this rank, not the cause, for dead.
+      if (usable && !p.link->moves_in_user_space() && !p.sends.empty() && p.sends.front().sent > 0) {
+        finish_half_sent(q, report_deadline);
+      }
+      // Whole or not at all: a cut-off frame would only confuse the peer.
+      const bool between_messages = p.sends.empty() || p.sends.front().sent == 0 ||
+                                    p.sends.front().sent == sizeof(FrameHeader) + p.sends.front().bytes;
+      if (usable && between_messages) {
+        Status ignored = p.link->write_whole(frame.data(), frame.size(), report_deadline);
+        (void)ignored;
+        p.link->moved();
+      }
+      // A shared-memory peer learns of the frame (or the failure) from its
+      // socket's end, and then reads its ring to the end.
+      p.link->shut_down();
+    }
+  }
+  // Complete everything still pending, exactly once each.
+  PostedRecv* r = recvs_head_;
+  recvs_head_ = recvs_tail_ = nullptr;
+  while (r) {
+    PostedRecv* next = r->next;
+    r->prev = r->next = nullptr;
+    complete_recv(r, failed_, -1);
+    r = next;
+  }
+  for (auto& p : peers_) {
+    if (p.body_recv) {
+      PostedRecv* body = p.body_recv;
+      p.body_recv = nullptr;
+      complete_recv(body, failed_, -1);
+    }
+    auto sends = p.sends.take_all();
+    for (auto& s : sends) complete_send(s, failed_);
+  }
+  pending_ = 0;
+}
+
+void Engine::finish_half_sent(int q, Deadline deadline) {
+  Peer& p = peers_[q];
+  OutgoingSend& s = p.sends.front();
+  const size_t header_bytes = sizeof(FrameHeader);
+  if (s.sent < header_bytes) {
+    const auto* header = reinterpret_cast<const uint8_t*>(&s.header);
+    if (!p.link->write_whole(header + s.sent, header_bytes - s.sent, deadline).ok()) return;
+    s.sent = header_bytes;
+  }
+  const size_t off = s.sent - header_bytes;
+  if (!p.link->write_whole(s.data + off, s.bytes - off, deadline).ok()) return;
+  // Sent whole (it completes with the failure, like the rest).
+  s.sent = header_bytes + s.bytes;
+}
+
+Deadline Engine::earliest_deadline() const {
+  Deadline d = Deadline::never();
+  for (const PostedRecv* r = recvs_head_; r; r = r->next) d = Deadline::sooner(d, r->deadline);
+  for (const auto& p : peers_) {
+    if (p.body_recv) d = Deadline::sooner(d, p.body_recv->deadline);
+    for (const auto& s : p.sends) d = Deadline::sooner(d, s.deadline);
+  }
+  return d;
+}
+
+std::string Engine::owed_peers() const {
+  std::vector<int> from, to;
+  for (const PostedRecv* r = recvs_head_; r; r = r->next) from.push_back(r->request.peer);
+  for (int q = 0; q < size_; ++q) {
+    if (!peers_[q].sends.empty()) to.push_back(q);
+    if (peers_[q].body_recv) from.push_back(q);
+  }
+  auto list = [](std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      s += (i ? ", " : "") + (v[i] == kAnySource ? std::string("any") : std::to_string(v[i]));
+    }
+    return s + "]";
+  };
+  std::string out;
+  if (!from.empty()) out += "still waiting to receive from ranks " + list(from);
+  if (!to.empty()) out += std::string(out.empty() ? "" : "; ") + "still sending to ranks " + list(to);
+  return out;
+}
+
+// expire fails the transport when a request passed its deadline: its
+// stream position is then unknown, so the group cannot go on.
+void Engine::expire(Clock::time_point now) {
+  const std::string* what = nullptr;
+  for (const PostedRecv* r = recvs_head_; r; r = r->next) {
+    if (r->deadline.is_never() || r->deadline.when() > now) continue;
+    what = r->what;
+    // A peer's message with another tag explains the wait better than "timed out".
+    Status mismatch = unmatched_tag(*r);
+    if (!mismatch.ok()) return fail(mismatch);
+  }
+  for (const auto& p : peers_) {
+    if (p.body_recv && !p.body_recv->deadline.is_never() && p.body_recv->deadline.when() <= now)
+      what = p.body_recv->what;
+    for (const auto& s : p.sends) {
+      if (!s.deadline.is_never() && s.deadline.when() <= now) what = s.what;
+    }
+  }
+  if (what) fail(timeout_error(*what + " timed out: " + owed_peers()));
+}
+
+}  // namespace cohort

@@ -1,0 +1,135 @@
+#include "transport/tcp/link.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "common/logging.h"
+
+namespace cohort::tcp {
+namespace {
+
+bool split_address(const std::string& a, std::string* host, uint16_t* port) {
+  auto colon = a.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = a.substr(0, colon);
+  if (!host->empty() && host->front() == '[') *host = host->substr(1, host->size() - 2);
+  *port = static_cast<uint16_t>(std::atoi(a.c_str() + colon + 1));
+  return true;
+}
+
+}  // namespace
+
+TcpLink::TcpLink(Socket socket, std::string address)
+    : socket_(std::move(socket)), address_(std::move(address)) {}
+
+TcpLink::TcpLink(std::string address, int rank, int peer, int size,
+                 std::shared_ptr<const GroupCredentials> credentials)
+    : address_(std::move(address)),
+      state_(State::kIdle),
+      rank_(rank),
+      peer_(peer),
+      size_(size),
+      credentials_(std::move(credentials)) {}
+
+std::string TcpLink::peer_name() const {
+  return "rank " + std::to_string(peer_) + " (" + address_ + ")";
+}
+
+LinkIo TcpLink::write(const iovec* iov, size_t n) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = n;
+  for (;;) {
+    const ssize_t sent = ::sendmsg(socket_.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent > 0) return LinkIo::moved(static_cast<size_t>(sent));
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return LinkIo::blocked();
+    return LinkIo::failed(sent < 0 ? errno : EPIPE);
+  }
+}
+
+LinkIo TcpLink::read(void* out, size_t n) {
+  for (;;) {
+    const ssize_t got = ::recv(socket_.fd(), out, n, MSG_DONTWAIT);
+    if (got > 0) return LinkIo::moved(static_cast<size_t>(got));
+    if (got == 0) return LinkIo::ended();
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return LinkIo::blocked();
+    return LinkIo::failed(errno);
+  }
+}
+
+Status TcpLink::write_whole(const void* data, size_t n, Deadline deadline) {
+  return send_all(socket_.fd(), data, n, deadline);
+}
+
+LinkPoll TcpLink::poll(bool has_sends) const {
+  if (!socket_.valid()) return {};
+  if (state_ == State::kInitiated) return {socket_.fd(), POLLIN};
+  if (state_ != State::kReady) return {};
+  return {socket_.fd(), static_cast<short>(POLLIN | (has_sends ? POLLOUT : 0))};
+}
+
+Status TcpLink::on_ready(short revents, bool* became_ready) {
+  (void)revents;
+  *became_ready = false;
+  return state_ == State::kInitiated ? read_verdict(became_ready) : Status::ok_status();
+}
+
+void TcpLink::shut_down() {
+  if (socket_.valid()) ::shutdown(socket_.fd(), SHUT_RDWR);
+}
+
+Status TcpLink::open(Deadline deadline) {
+  if (state_ != State::kIdle) return Status::ok_status();
+  std::string host;
+  uint16_t port = 0;
+  if (!split_address(address_, &host, &port)) {
+    return network_error("rank " + std::to_string(peer_) + " published a bad address '" + address_ + "'");
+  }
+  auto s = connect_tcp(host, port, deadline);
+  if (!s.ok()) return s.status().with_context("connecting to " + peer_name());
+  const std::vector<uint8_t> hello = encode_hello(make_hello(*credentials_, rank_, peer_, size_));
+  Status st = send_all(s.value().fd(), hello.data(), hello.size(), deadline);
+  if (!st.ok()) return st.with_context("saying hello to " + peer_name());
+  socket_ = std::move(s.value());
+  state_ = State::kInitiated;
+  COHORT_LOG(kDebug) << "rank " << rank_ << " connecting to " << peer_name() << " on first use";
+  return Status::ok_status();
+}
+
+Status TcpLink::read_verdict(bool* became_ready) {
+  uint8_t answer = 0;
+  ssize_t n = ::recv(socket_.fd(), &answer, 1, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Status::ok_status();
+  if (n <= 0) return network_error(peer_name() + " closed the connection before answering its hello");
+  if (answer == static_cast<uint8_t>(HelloVerdict::kWelcome)) {
+    state_ = State::kReady;
+    *became_ready = true;
+    return Status::ok_status();
+  }
+  if (answer == static_cast<uint8_t>(HelloVerdict::kRefused)) {
+    // The rest of the refusal was sent with its first byte.
+    auto why = read_refusal(socket_.fd(), Deadline::after(std::chrono::seconds(5)));
+    if (!why.ok()) return why.status().with_context(peer_name() + " refused this rank's hello");
+    return invalid_argument(refused_by_them(why.value().first, rank_, peer_, address_, why.value().second));
+  }
+  // The peer, the lower rank, keeps the connection it made to us.
+  socket_.reset();
+  state_ = State::kAwaitPeer;
+  return Status::ok_status();
+}
+
+void TcpLink::adopt(Socket socket) {
+  int one = 1;
+  setsockopt(socket.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  socket_ = std::move(socket);  // drops a connection we started, if any: the peer refuses it
+  state_ = State::kReady;
+}
+
+}  // namespace cohort::tcp

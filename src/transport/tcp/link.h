@@ -1,0 +1,59 @@
+// link.h (tcp): a peer's link over one TCP connection.
+//
+// An eager group hands every link its connection, made and agreed on by
+// connect_mesh (connect.h). A lazy group's links start idle: the first
+// send to the peer connects, says hello (hello.h) and waits for the
+// peer's one-byte verdict (kInitiated); if both sides call at once, the
+// connection the lower rank made wins and the other side waits for it
+// (kAwaitPeer), which the acceptor (acceptor.h) hands over with adopt().
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/socket.h"
+#include "transport/link.h"
+#include "transport/tcp/hello.h"
+
+namespace cohort::tcp {
+
+class TcpLink : public Link {
+ public:
+  enum class State { kReady, kIdle, kInitiated, kAwaitPeer };
+
+  // An eager link over `socket`, connected and agreed on.
+  TcpLink(Socket socket, std::string address);
+  // A lazy link from `rank` to `peer` of a group of `size`, which connects
+  // to `address` on first use showing `credentials`.
+  TcpLink(std::string address, int rank, int peer, int size,
+          std::shared_ptr<const GroupCredentials> credentials);
+
+  const std::string& address() const override { return address_; }
+  bool ready() const override { return state_ == State::kReady; }
+  Status open(Deadline deadline) override;
+  LinkIo write(const iovec* iov, size_t n) override;
+  LinkIo read(void* out, size_t n) override;
+  Status write_whole(const void* data, size_t n, Deadline deadline) override;
+  LinkPoll poll(bool has_sends) const override;
+  Status on_ready(short revents, bool* became_ready) override;
+  void shut_down() override;
+
+  State state() const { return state_; }
+  // adopt takes the connection the peer made to this rank (lazy).
+  void adopt(Socket socket);
+
+ private:
+  // read_verdict reads the peer's answer to this link's hello.
+  Status read_verdict(bool* became_ready);
+  std::string peer_name() const;
+
+  Socket socket_;
+  std::string address_;
+  State state_ = State::kReady;
+  int rank_ = -1;
+  int peer_ = -1;
+  int size_ = 0;
+  std::shared_ptr<const GroupCredentials> credentials_;
+};
+
+}  // namespace cohort::tcp
