@@ -21,14 +21,18 @@ raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
 # name | environment | cohort-bench arguments
 CASES=(
-  "ping_pong shm|COHORT_SHM=on|ping_pong -b 4 -e 4M -f 16 -n 2000 -w 200"
+  "ping_pong shm|COHORT_SHM=auto|ping_pong -b 4 -e 4M -f 16 -n 2000 -w 200"
   "ping_pong tcp|COHORT_SHM=off|ping_pong -b 4 -e 4M -f 16 -n 1000 -w 100"
   "all_reduce tcp|COHORT_SHM=off|all_reduce -b 4 -e 16M -f 16 -n 200 -w 20"
 )
 for ((r = 0; r < REPS; r++)); do
   for i in "${!CASES[@]}"; do
     IFS='|' read -r _ envs args <<<"${CASES[$i]}"
-    for side in old new; do
+    # Alternate which build goes first, so that neither always follows the
+    # other's warm (or cold) caches.
+    order="old new"
+    ((r % 2)) && order="new old"
+    for side in $order; do
       bench="$OLD"
       [ "$side" = new ] && bench="$NEW"
       # shellcheck disable=SC2086

@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
+
+#include "common/deadline.h"
 
 namespace cohort {
 
@@ -36,6 +39,36 @@ class SpinPermit {
     return count;
   }
   bool granted_ = false;
+};
+
+// QuietSpell is the one waiting policy of a thread that waits for a peer
+// (the transport engine's loop, Arena::wait_for): after the last sign of
+// life, spin bare for the first quarter of `budget` (when the caller's
+// ranks each have a core: the peer runs on another one, and a yield, a
+// system call, costs more than a small message's trip), then spin but
+// yield the core on every look (the peer may be waiting for one), then
+// sleep. restart() starts the spell over; the caller reads the clock.
+class QuietSpell {
+ public:
+  enum class Phase { kBareSpin, kYieldingSpin, kSleep };
+
+  QuietSpell(std::chrono::microseconds budget, bool may_spin_bare)
+      : budget_(budget), may_spin_bare_(may_spin_bare) {}
+
+  void restart(Clock::time_point now) {
+    bare_until_ = may_spin_bare_ ? now + budget_ / 4 : now;
+    spin_until_ = now + budget_;
+  }
+  Phase phase(Clock::time_point now) const {
+    if (now < bare_until_) return Phase::kBareSpin;
+    return now < spin_until_ ? Phase::kYieldingSpin : Phase::kSleep;
+  }
+
+ private:
+  std::chrono::microseconds budget_;
+  bool may_spin_bare_;
+  Clock::time_point bare_until_{};
+  Clock::time_point spin_until_{};
 };
 
 }  // namespace cohort

@@ -50,22 +50,22 @@ void Engine::serve_ready(int q, short revents) {
 template <class Finished>
 bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
   SpinPermit permit;
-  // Spin while data keeps moving: every event pushes the end of the spin
-  // out again, so a large transfer never pays a wake-up per socket buffer;
-  // only a quiet spell of spin_us_ puts the thread to sleep.
-  const auto spin = std::chrono::microseconds(permit.granted() ? spin_us_ : 0);
+  // Spin while data keeps moving: every event starts the quiet spell over,
+  // so a large transfer never pays a wake-up per socket buffer; only a
+  // quiet spell of spin_us_ puts the thread to sleep.
+  QuietSpell spell(std::chrono::microseconds(permit.granted() ? spin_us_ : 0), spin_bare_);
   // One clock read per turn of the loop, taken at its end and used at the
   // start of the next: a small message's whole trip is a few such turns,
   // and each read costs ~25 ns here.
   Clock::time_point now = Clock::now();
-  auto spin_until = now + spin;
+  spell.restart(now);
   uint32_t iteration = 0, turn = 0;
   for (;;) {
     if (finished() || !failed_.ok()) return true;
     if (any_user_space_) {
       const uint64_t before = user_space_moves_;
       move_user_space_links();
-      if (user_space_moves_ != before) spin_until = now + spin;
+      if (user_space_moves_ != before) spell.restart(now);
       if (finished() || !failed_.ok()) return true;
     }
     fds_.clear();
@@ -83,7 +83,9 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     const size_t accepting = fds_.size() - accepting_from;
     fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
     const size_t n = fds_.size();
-    int timeout = now < spin_until ? 0 : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
+    const QuietSpell::Phase phase = spell.phase(now);
+    int timeout = phase != QuietSpell::Phase::kSleep ? 0
+                                                     : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
     const bool asked_for_doorbells = timeout != 0 && any_user_space_;
     if (asked_for_doorbells) {
       // About to sleep: ask the user-space links' peers for a doorbell,
@@ -112,13 +114,10 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
       fail(network_error(std::string("poll failed: ") + std::strerror(errno)));
       continue;
     }
-    // Nothing yet while spinning: let other runnable threads (other ranks on
-    // an oversubscribed host) have the core before polling again. Ranks
-    // that all have a core of their own spin bare for the first quarter of
-    // a quiet spell, as Arena::wait_for does: a yield is a system call,
-    // ~0.2 us, more than a small message's trip, and the core count does
-    // not see other jobs on the host.
-    if (rc == 0 && timeout == 0 && (!spin_bare_ || now + spin * 3 / 4 >= spin_until)) sched_yield();
+    // Nothing yet while spinning: past the spell's bare part, let other
+    // runnable threads (other ranks on an oversubscribed host) have the
+    // core before polling again.
+    if (rc == 0 && timeout == 0 && phase != QuietSpell::Phase::kBareSpin) sched_yield();
     const bool woken = rc > 0 && fds_[n - 1].revents;
     if (woken) {
       uint64_t count;
@@ -138,7 +137,7 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
       }
     }
     if (rc > (woken ? 1 : 0)) {
-      spin_until = now + spin;
+      spell.restart(now);
       for (size_t i = 0; i < accepting_from && failed_.ok(); ++i) {
         if (fds_[i].revents) serve_ready(fd_peer_[i], fds_[i].revents);
       }

@@ -21,6 +21,7 @@
 #include "cohort/errors.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
+#include "common/spin.h"
 
 namespace cohort::shm {
 
@@ -329,7 +330,7 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
   // The budget counts from the 64th look: a peer that comes sooner (the
   // usual case for a small collective) costs no clock read (~25 ns here),
   // and one read then serves both limits.
-  Clock::time_point spin_end, yield_from;
+  QuietSpell spell(std::chrono::microseconds(spin_us_), !oversubscribed_);
   bool yielding = oversubscribed_;
   bool busy = false;
   for (uint32_t i = 1;; ++i) {
@@ -345,15 +346,10 @@ Status Arena::wait_for(int local, uint64_t target, Deadline deadline,
     }
     if ((i & 63) == 0) {
       const auto now = Clock::now();
-      if (i == 64) {
-        spin_end = now + std::chrono::microseconds(spin_us_);
-        // Pure spinning for the first part of the budget (the peer runs
-        // on another core), yielding for the rest (it may be waiting for
-        // a core).
-        yield_from = now + std::chrono::microseconds(spin_us_ / 4);
-      }
-      if (now >= spin_end) break;
-      if (now >= yield_from) yielding = true;
+      if (i == 64) spell.restart(now);
+      const QuietSpell::Phase phase = spell.phase(now);
+      if (phase == QuietSpell::Phase::kSleep) break;
+      yielding = phase == QuietSpell::Phase::kYieldingSpin;
     }
   }
   auto peer_names = [&] {
