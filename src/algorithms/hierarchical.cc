@@ -8,7 +8,7 @@
 
 namespace cohort {
 
-Status hierarchical_all_reduce(AlgoContext& c, shm::Arena* arena, const Buffer& buf, ReduceOp::Kind op) {
+Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op) {
   Transport& t = c.transport;
   const int me = t.rank();
   std::vector<int> local, leaders;
@@ -21,7 +21,7 @@ Status hierarchical_all_reduce(AlgoContext& c, shm::Arena* arena, const Buffer& 
   Status st;
   if (local.size() > 1) {
     // The host's leader is its lowest rank: local index 0 in both views.
-    st = arena ? shm_reduce(c, *arena, buf, 0, op) : reduce(host_context, buf, 0, op);
+    st = slots ? shm_reduce(c, *slots, buf, 0, op) : reduce(host_context, buf, 0, op);
     if (!st.ok()) return st;
   }
   if (t.host_of(me) == me && leaders.size() > 1) {
@@ -31,7 +31,7 @@ Status hierarchical_all_reduce(AlgoContext& c, shm::Arena* arena, const Buffer& 
     if (!st.ok()) return st;
   }
   if (local.size() > 1) {
-    st = arena ? shm_broadcast(c, *arena, buf, 0) : broadcast(host_context, buf, 0);
+    st = slots ? shm_broadcast(c, *slots, buf, 0) : broadcast(host_context, buf, 0);
   }
   return st;
 }

@@ -12,7 +12,7 @@ namespace {
 // ranks named by `who` (-1: every one) closed its connection before having
 // arrived `target` times: it will not come, since its process exited or it
 // destroyed its group.
-Status check_peers(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+Status check_peers(AlgoContext& c, shm::HostSlots& a, int who, uint64_t target) {
   Transport& t = c.transport;
   Status st = t.poll_health();
   if (!st.ok()) return st;
@@ -28,19 +28,19 @@ Status check_peers(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
 
 // wait_until returns once local rank `who` (-1: every local rank) has
 // arrived `target` times; a dead peer, abort() or the deadline end it.
-Status wait_until_slow(AlgoContext& c, shm::Arena& a, int who, uint64_t target);
-inline Status wait_until(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+Status wait_until_slow(AlgoContext& c, shm::HostSlots& a, int who, uint64_t target);
+inline Status wait_until(AlgoContext& c, shm::HostSlots& a, int who, uint64_t target) {
   // Often there is nothing to wait for: then no service is built.
   if (a.arrived(who, target)) return Status::ok_status();
   return wait_until_slow(c, a, who, target);
 }
 
-Status wait_until_slow(AlgoContext& c, shm::Arena& a, int who, uint64_t target) {
+Status wait_until_slow(AlgoContext& c, shm::HostSlots& a, int who, uint64_t target) {
   // What the service below needs, captured by one reference so that the
   // std::function holding it fits in place (no allocation per wait).
   struct Wait {
     AlgoContext& c;
-    shm::Arena& a;
+    shm::HostSlots& a;
     int who;
     uint64_t target;
   } w{c, a, who, target};
@@ -60,7 +60,7 @@ Status wait_until_slow(AlgoContext& c, shm::Arena& a, int who, uint64_t target) 
 
 // next_half picks the slot half of the next chunk and, for a rank about to
 // write into it, waits until its previous readers are done.
-Status next_half(AlgoContext& c, shm::Arena& a, bool writes, int* half) {
+Status next_half(AlgoContext& c, shm::HostSlots& a, bool writes, int* half) {
   auto& clock = a.slot_clock();
   *half = static_cast<int>(clock.chunks++ & 1);
   if (!writes) return Status::ok_status();
@@ -69,23 +69,23 @@ Status next_half(AlgoContext& c, shm::Arena& a, bool writes, int* half) {
 
 // release records that the readers of `half` are done once every rank has
 // arrived `after` times.
-inline void release(shm::Arena& a, int half, uint64_t after) {
+inline void release(shm::HostSlots& a, int half, uint64_t after) {
   a.slot_clock().free_after[half] = after;
 }
 
 // Arrive, then wait for everyone to have arrived as often.
-Status arrive_and_wait_all(AlgoContext& c, shm::Arena& a) {
+Status arrive_and_wait_all(AlgoContext& c, shm::HostSlots& a) {
   a.arrive();
   return wait_until(c, a, -1, a.arrivals());
 }
 
 // op_stamp names an operation for the desync check.
-shm::Arena::Stamp op_stamp(const AlgoContext& c, Collective collective, int root, uint64_t bytes) {
-  return shm::Arena::Stamp{c.sequence, bytes,
-                           static_cast<uint32_t>(collective) << 16 | static_cast<uint32_t>(root & 0xFFFF)};
+shm::HostSlots::Stamp op_stamp(const AlgoContext& c, Collective collective, int root, uint64_t bytes) {
+  return shm::HostSlots::Stamp{
+      c.sequence, bytes, static_cast<uint32_t>(collective) << 16 | static_cast<uint32_t>(root & 0xFFFF)};
 }
 
-std::string describe(const shm::Arena::Stamp& s) {
+std::string describe(const shm::HostSlots::Stamp& s) {
   std::string text =
       std::string(collective_name(static_cast<Collective>(s.op >> 16))) + " #" + std::to_string(s.sequence);
   const int root = static_cast<int16_t>(s.op & 0xFFFF);
@@ -94,10 +94,10 @@ std::string describe(const shm::Arena::Stamp& s) {
 }
 
 // check_stamp compares `theirs`, what local rank `q` runs, with `mine`.
-Status stamps_differ(const shm::Arena& a, int q, const shm::Arena::Stamp& theirs, const shm::Arena::Stamp& mine,
-                     const std::string& what);
-inline Status check_stamp(const shm::Arena& a, int q, const shm::Arena::Stamp& theirs, const shm::Arena::Stamp& mine,
-                          const std::string& what) {
+Status stamps_differ(const shm::HostSlots& a, int q, const shm::HostSlots::Stamp& theirs,
+                     const shm::HostSlots::Stamp& mine, const std::string& what);
+inline Status check_stamp(const shm::HostSlots& a, int q, const shm::HostSlots::Stamp& theirs,
+                          const shm::HostSlots::Stamp& mine, const std::string& what) {
   if (theirs.sequence == mine.sequence && theirs.op == mine.op && theirs.bytes == mine.bytes) {
     return Status::ok_status();
   }
@@ -105,21 +105,23 @@ inline Status check_stamp(const shm::Arena& a, int q, const shm::Arena::Stamp& t
 }
 
 // stamps_differ says how `theirs` differs from `mine`.
-Status stamps_differ(const shm::Arena& a, int q, const shm::Arena::Stamp& theirs, const shm::Arena::Stamp& mine,
-                     const std::string& what) {
+Status stamps_differ(const shm::HostSlots& a, int q, const shm::HostSlots::Stamp& theirs,
+                     const shm::HostSlots::Stamp& mine, const std::string& what) {
   const std::string peer = "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]);
   if (theirs.sequence != mine.sequence || theirs.op != mine.op) {
-    return Status(StatusCode::kDesync, peer + " is in " + describe(theirs) + " while this rank is in " + what +
+    return Status(StatusCode::kDesync, peer + " is in " + describe(theirs) + " while this rank is in " +
+                                           what +
                                            ": the ranks called different collectives (or in another order)");
   }
-  return Status(StatusCode::kDesync, peer + " called " + describe(theirs) + " with " + std::to_string(theirs.bytes) +
-                                         " bytes but this rank with " + std::to_string(mine.bytes) + " in " + what +
+  return Status(StatusCode::kDesync, peer + " called " + describe(theirs) + " with " +
+                                         std::to_string(theirs.bytes) + " bytes but this rank with " +
+                                         std::to_string(mine.bytes) + " in " + what +
                                          ": sizes differ between ranks");
 }
 
 // check_stamps compares what local rank `who` (-1: every one) runs in
 // `half` with this rank's `mine`, after waiting for their arrival there.
-Status check_stamps(shm::Arena& a, int who, int half, const shm::Arena::Stamp& mine,
+Status check_stamps(shm::HostSlots& a, int who, int half, const shm::HostSlots::Stamp& mine,
                     const std::string& what) {
   for (int q = 0; q < a.local_size(); ++q) {
     if ((who >= 0 && q != who) || q == a.local_index()) continue;
@@ -187,13 +189,13 @@ constexpr uint64_t kSlotHoldsTable = 1;
 // symmetric_table is this rank's table of pieces as the others read it
 // (length, then the pieces), or empty when a piece lies in ordinary memory
 // or the table does not fit in a slot: then the data goes through slots.
-std::vector<uint64_t> symmetric_table(const shm::Arena& a, std::vector<Piece>& pieces, size_t es) {
+std::vector<uint64_t> symmetric_table(const shm::HostSlots& a, std::vector<Piece>& pieces, size_t es) {
   const shm::SymmetricRegistry& registry = *a.symmetric();
   if (registry.empty()) return {};
   std::vector<uint64_t> table{pieces.size()};
   for (Piece& piece : pieces) {
-    const auto place = registry.place_of(a.local_index(), reinterpret_cast<const void*>(piece.address),
-                                         piece.count * es);
+    const auto place =
+        registry.place_of(a.local_index(), reinterpret_cast<const void*>(piece.address), piece.count * es);
     if (place.id == 0) return {};
     piece.symmetric_id = place.id;
     piece.symmetric_offset = place.offset;
@@ -206,7 +208,7 @@ std::vector<uint64_t> symmetric_table(const shm::Arena& a, std::vector<Piece>& p
 // same_symmetric_places says whether local rank q's table (in its slot
 // `half`) puts every piece at the same allocation, offset and length as
 // this rank's: the case of one bucket in symmetric memory.
-bool same_symmetric_places(const shm::Arena& a, int q, int half, const std::vector<Piece>& mine) {
+bool same_symmetric_places(const shm::HostSlots& a, int q, int half, const std::vector<Piece>& mine) {
   const uint8_t* slot = a.slot(q, half);
   uint64_t n = 0;
   std::memcpy(&n, slot, sizeof n);
@@ -225,7 +227,7 @@ bool same_symmetric_places(const shm::Arena& a, int q, int half, const std::vect
 // end_single_copy keeps every rank in the op until all are done with the
 // others' buffers (read them, or written into them), which each caller may
 // change as soon as it returns.
-Status end_single_copy(AlgoContext& c, shm::Arena& a, int half) {
+Status end_single_copy(AlgoContext& c, shm::HostSlots& a, int half) {
   Status st = arrive_and_wait_all(c, a);
   release(a, half, a.arrivals());
   return st;
@@ -247,7 +249,7 @@ constexpr size_t kSymmetricCheckBytes = 4 * 1024 * 1024;
 // others' pieces, through its own mapping of them, and writes the reduced,
 // scaled block into every rank's pieces while it is in cache: no system
 // call, no copy through a slot and no second pass.
-Status all_reduce_symmetric(AlgoContext& c, shm::Arena& a, const std::vector<Piece>& mine, size_t total,
+Status all_reduce_symmetric(AlgoContext& c, shm::HostSlots& a, const std::vector<Piece>& mine, size_t total,
                             DType dtype, ReduceOp::Kind op, double post_scale, int half) {
   const int p = a.local_size(), me = a.local_index();
   const size_t es = dtype_size(dtype);
@@ -261,10 +263,12 @@ Status all_reduce_symmetric(AlgoContext& c, shm::Arena& a, const std::vector<Pie
     if (q == me) continue;
     for (const Piece& piece : mine) {
       std::shared_ptr<ShmSegment> hold;
-      uint8_t* at = registry.region_of(q, piece.symmetric_id, piece.symmetric_offset, piece.count * es, &hold);
+      uint8_t* at =
+          registry.region_of(q, piece.symmetric_id, piece.symmetric_offset, piece.count * es, &hold);
       if (!at) {
-        return Status(StatusCode::kBackendError, "symmetric allocation " + std::to_string(piece.symmetric_id) +
-                                                 " vanished from the registry during " + c.what);
+        return Status(StatusCode::kBackendError, "symmetric allocation " +
+                                                     std::to_string(piece.symmetric_id) +
+                                                     " vanished from the registry during " + c.what);
       }
       theirs[static_cast<size_t>(q)].push_back(at);
       holds.push_back(std::move(hold));
@@ -312,8 +316,8 @@ Status all_reduce_symmetric(AlgoContext& c, shm::Arena& a, const std::vector<Pie
 // pieces all lie in symmetric memory the first slot carries the rank's
 // table instead: if every rank's table is the same, all_reduce_symmetric
 // takes over.
-Status reduce_chunks(AlgoContext& c, shm::Arena& a, std::vector<Piece> pieces, DType dtype, ReduceOp::Kind op,
-                     int root, double post_scale) {
+Status reduce_chunks(AlgoContext& c, shm::HostSlots& a, std::vector<Piece> pieces, DType dtype,
+                     ReduceOp::Kind op, int root, double post_scale) {
   const int p = a.local_size(), me = a.local_index();
   const size_t es = dtype_size(dtype);
   size_t total = 0;
@@ -420,7 +424,7 @@ std::vector<Piece> pieces_of(const std::vector<Buffer>& buffers) {
 // rank the slots win by up to 1.5x, broadcast and all_reduce through the
 // slots are 2-4x faster than it, and with more ranks than cores everything
 // is.
-bool reads_in_place(const shm::Arena& a, size_t bytes) {
+bool reads_in_place(const shm::HostSlots& a, size_t bytes) {
   const size_t from = a.single_copy_from();
   return !a.oversubscribed() && from != SIZE_MAX && bytes >= from && bytes < 8 * from;
 }
@@ -428,7 +432,7 @@ bool reads_in_place(const shm::Arena& a, size_t bytes) {
 // read_peer reads from local rank `q`'s buffer; when that fails (the peer
 // left the operation), the reason it left, which it sent before leaving,
 // is the better error.
-Status read_peer(AlgoContext& c, shm::Arena& a, int q, void* into, uint64_t address, size_t bytes) {
+Status read_peer(AlgoContext& c, shm::HostSlots& a, int q, void* into, uint64_t address, size_t bytes) {
   Status st = a.read_from(q, into, address, bytes);
   if (st.ok() && a.left(q, c.sequence)) {
     // It gave up before we were done: what we read may already be freed.
@@ -443,7 +447,8 @@ Status read_peer(AlgoContext& c, shm::Arena& a, int q, void* into, uint64_t addr
 // begin_single_copy stamps this rank's op and buffer address, waits until
 // every rank has (so their buffers are ready to read), and checks that all
 // run the same op.
-Status begin_single_copy(AlgoContext& c, shm::Arena& a, shm::Arena::Stamp mine, const void* buffer, int* half) {
+Status begin_single_copy(AlgoContext& c, shm::HostSlots& a, shm::HostSlots::Stamp mine, const void* buffer,
+                         int* half) {
   mine.word = reinterpret_cast<uint64_t>(buffer);
   Status st = next_half(c, a, true, half);
   if (!st.ok()) return st;
@@ -455,14 +460,16 @@ Status begin_single_copy(AlgoContext& c, shm::Arena& a, shm::Arena::Stamp mine, 
 
 }  // namespace
 
-bool shm_all_reduce_takes_pieces(size_t bytes) { return bytes > kOneStepBytes; }
+bool shm_all_reduce_takes_pieces(size_t bytes) {
+  return bytes > kOneStepBytes;
+}
 
-Status shm_all_reduce_pieces(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
+Status shm_all_reduce_pieces(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& buffers,
                              ReduceOp::Kind op, double post_scale) {
   return reduce_chunks(c, a, pieces_of(buffers), buffers.front().dtype, op, -1, post_scale);
 }
 
-Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
+Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale) {
   const size_t bytes = buf.bytes();
   if (shm_all_reduce_takes_pieces(bytes) || bytes > a.slot_bytes()) {
@@ -484,7 +491,7 @@ Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp
     // Each peer's line is read once, for its stamp and its data together:
     // read again later, it may already hold the peer's next operation.
     for (int q = 0; q < p; ++q) {
-      const shm::Arena::Stamp theirs = q == me ? mine : a.stamp_of(q, half);
+      const shm::HostSlots::Stamp theirs = q == me ? mine : a.stamp_of(q, half);
       if (q != me) st = check_stamp(a, q, theirs, mine, c.what);
       if (!st.ok()) return st;
       if (q == 0) {
@@ -509,11 +516,11 @@ Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp
   return Status::ok_status();
 }
 
-Status shm_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root, ReduceOp::Kind op) {
+Status shm_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root, ReduceOp::Kind op) {
   return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, root, 1.0);
 }
 
-Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root) {
+Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
   const int me = a.local_index();
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
@@ -539,7 +546,7 @@ Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root)
   return Status::ok_status();
 }
 
-Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
+Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
                       const std::vector<Buffer>& outputs) {
   const int p = a.local_size(), me = a.local_index();
   size_t most = 0;
@@ -581,7 +588,7 @@ Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input,
   return Status::ok_status();
 }
 
-Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
+Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& output,
                           const std::vector<Buffer>& inputs, ReduceOp::Kind op) {
   const int p = a.local_size(), me = a.local_index();
   const size_t es = dtype_size(output.dtype);
@@ -619,7 +626,7 @@ Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
   return Status::ok_status();
 }
 
-Status shm_barrier(AlgoContext& c, shm::Arena& a) {
+Status shm_barrier(AlgoContext& c, shm::HostSlots& a) {
   const auto mine = op_stamp(c, Collective::kBarrier, -1, 0);
   int half;
   Status st = next_half(c, a, true, &half);

@@ -1,5 +1,6 @@
 // shm_direct.h: collectives among the ranks of one host, straight through
-// shared memory (transport/shm/arena.h), with no messages at all.
+// shared memory (transport/shm/host_slots.h: the slots and arrival counters
+// of the host's arena, nothing of its rings), with no messages at all.
 //
 // Every rank copies its part into its own slot and counts an arrival; the
 // others read it in place once they see the count. Large data goes in
@@ -11,22 +12,22 @@
 // rank maps, skip the slots (all_reduce); large all_gathers may read the
 // others' buffers with process_vm_readv.
 //
-// `local` ranks: indices in the arena. The collective functions below take
-// the arena's local ranks as their participants (all of the group when
+// `local` ranks: indices among the host's ranks. The collective functions below take
+// the host's local ranks as their participants (all of the group when
 // the group is on one host; the host's part in a hierarchical one).
 #pragma once
 
 #include <vector>
 
 #include "algorithms/algorithms.h"
-#include "transport/shm/arena.h"
+#include "transport/shm/host_slots.h"
 
 namespace cohort {
 
 // shm_all_reduce multiplies the result by `post_scale` (AVG: 1/size) in
 // the same pass: each rank scales only its own reduced block, while it is
 // still in cache, instead of the caller scaling the whole buffer after.
-Status shm_all_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, ReduceOp::Kind op,
+Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale = 1.0);
 // shm_all_reduce_takes_pieces says whether an all_reduce of `bytes` goes
 // through the blocked path, which also takes several buffers at once
@@ -40,19 +41,20 @@ bool shm_all_reduce_takes_pieces(size_t bytes);
 // meets it. Where every rank's pieces lie at the same places in symmetric
 // memory (cohort/symmetric_memory.h), each rank reduces its block from the
 // others' pieces directly and writes it into all of them.
-Status shm_all_reduce_pieces(AlgoContext& c, shm::Arena& a, const std::vector<Buffer>& buffers,
+Status shm_all_reduce_pieces(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& buffers,
                              ReduceOp::Kind op, double post_scale);
 // shm_reduce leaves the result in local rank `root`'s buffer only.
-Status shm_reduce(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root, ReduceOp::Kind op);
-Status shm_broadcast(AlgoContext& c, shm::Arena& a, const Buffer& buf, int root);
-Status shm_all_gather(AlgoContext& c, shm::Arena& a, const Buffer& input, const std::vector<Buffer>& outputs);
-Status shm_reduce_scatter(AlgoContext& c, shm::Arena& a, const Buffer& output,
+Status shm_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root, ReduceOp::Kind op);
+Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root);
+Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
+                      const std::vector<Buffer>& outputs);
+Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& output,
                           const std::vector<Buffer>& inputs, ReduceOp::Kind op);
-Status shm_barrier(AlgoContext& c, shm::Arena& a);
+Status shm_barrier(AlgoContext& c, shm::HostSlots& a);
 
-// hierarchical_all_reduce reduces within each host (through `host`, this
+// hierarchical_all_reduce reduces within each host (through `slots`, this
 // host's shared memory, when there is one), all_reduces among the hosts'
 // leaders, and broadcasts within each host (hierarchical.cc).
-Status hierarchical_all_reduce(AlgoContext& c, shm::Arena* host, const Buffer& buf, ReduceOp::Kind op);
+Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op);
 
 }  // namespace cohort

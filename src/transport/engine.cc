@@ -156,6 +156,14 @@ void Engine::complete_send(OutgoingSend& s, const Status& status) {
 }
 
 void Engine::start_recv(PostedRecv* r) {
+  const int from = r->request.peer;
+  if (from != kAnySource && (from < 0 || from >= size_ || !peers_[from].link)) {
+    return complete_recv(
+        r,
+        invalid_argument("cannot receive from rank " + std::to_string(from) + " in " + *r->what +
+                         ": the peers are the other ranks of 0.." + std::to_string(size_ - 1)),
+        -1);
+  }
   if (!failed_.ok()) return complete_recv(r, failed_, -1);
   bool matched = false;
   Status st = take_unexpected(r, &matched);
@@ -172,7 +180,6 @@ void Engine::start_recv(PostedRecv* r) {
     link_recv(r);
     return fail(st);
   }
-  const int from = r->request.peer;
   if (from != kAnySource && !peers_[from].closed.ok()) {
     Status why = unmatched_tag(*r);
     if (why.ok()) why = peers_[from].closed;
@@ -194,6 +201,11 @@ void Engine::post_recv(const RecvRequest& recv, Deadline deadline, const std::st
 }
 
 void Engine::start_send(int peer, OutgoingSend send) {
+  if (peer < 0 || peer >= size_ || !peers_[peer].link) {
+    return complete_send(
+        send, invalid_argument("cannot send to rank " + std::to_string(peer) + " in " + *send.what +
+                               ": the peers are the other ranks of 0.." + std::to_string(size_ - 1)));
+  }
   Peer& p = peers_[peer];
   if (!failed_.ok()) return complete_send(send, failed_);
   if (!p.closed.ok()) {

@@ -38,11 +38,12 @@ void Engine::fail(const Status& status, bool tell_peers) {
       Peer& p = peers_[q];
       if (!p.link) continue;
       const bool usable = p.closed.ok() && p.link->ready();
-      // A message half sent over a socket is finished first (the peer is
-      // most likely reading it: it waits for this rank), so that the
-      // report can follow; otherwise the peer would see the link end
-      // mid-message and take this rank, not the cause, for dead.
-      if (usable && !p.link->moves_in_user_space() && !p.sends.empty() && p.sends.front().sent > 0) {
+      // A message half sent is finished first (the peer is most likely
+      // reading it: it waits for this rank), so that the report can
+      // follow; otherwise the peer would see the link end mid-message and
+      // take this rank, not the cause, for dead. A ring takes it only if it
+      // has room now.
+      if (usable && !p.sends.empty() && p.sends.front().sent > 0) {
         finish_half_sent(q, report_deadline);
       }
       // Whole or not at all: a cut-off frame would only confuse the peer.
@@ -129,20 +130,24 @@ std::string Engine::owed_peers() const {
 // expire fails the transport when a request passed its deadline: its
 // stream position is then unknown, so the group cannot go on.
 void Engine::expire(Clock::time_point now) {
+  // The message names the request that expired first.
   const std::string* what = nullptr;
+  Clock::time_point first = Clock::time_point::max();
+  auto consider = [&](const Deadline& deadline, const std::string* name) {
+    if (deadline.is_never() || deadline.when() > now || deadline.when() >= first) return;
+    first = deadline.when();
+    what = name;
+  };
   for (const PostedRecv* r = recvs_head_; r; r = r->next) {
     if (r->deadline.is_never() || r->deadline.when() > now) continue;
-    what = r->what;
+    consider(r->deadline, r->what);
     // A peer's message with another tag explains the wait better than "timed out".
     Status mismatch = unmatched_tag(*r);
     if (!mismatch.ok()) return fail(mismatch);
   }
   for (const auto& p : peers_) {
-    if (p.body_recv && !p.body_recv->deadline.is_never() && p.body_recv->deadline.when() <= now)
-      what = p.body_recv->what;
-    for (const auto& s : p.sends) {
-      if (!s.deadline.is_never() && s.deadline.when() <= now) what = s.what;
-    }
+    if (p.body_recv) consider(p.body_recv->deadline, p.body_recv->what);
+    for (const auto& s : p.sends) consider(s.deadline, s.what);
   }
   if (what) fail(timeout_error(*what + " timed out: " + owed_peers()));
 }

@@ -84,8 +84,9 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
     const size_t n = fds_.size();
     const QuietSpell::Phase phase = spell.phase(now);
-    int timeout = phase != QuietSpell::Phase::kSleep ? 0
-                                                     : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
+    int timeout = phase != QuietSpell::Phase::kSleep
+                      ? 0
+                      : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
     const bool asked_for_doorbells = timeout != 0 && any_user_space_;
     if (asked_for_doorbells) {
       // About to sleep: ask the user-space links' peers for a doorbell,

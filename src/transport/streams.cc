@@ -14,8 +14,9 @@ Status Engine::read_from(int q) {
   const bool user_space = link.moves_in_user_space();
   bool consumed = false;
   for (;;) {
-    // After a failure the rings are left alone: this rank no longer reads.
-    if (user_space && !failed_.ok()) return Status::ok_status();
+    // After a failure nothing more is read: what a link says now (its end,
+    // as this rank shut it down) says nothing of the peer.
+    if (!failed_.ok()) return Status::ok_status();
     void* dst;
     size_t want;
     if (!p.in_body) {
@@ -37,9 +38,10 @@ Status Engine::read_from(int q) {
     }
     if (io.outcome == LinkIo::Outcome::kEnded) {
       if (p.in_body || p.header_got > 0) {
-        return lost(q, network_error(peer_name(q) +
-                                     " closed its connection in the middle of a message (the peer process "
-                                     "exited or was killed)"));
+        p.closed = lost(
+            q, network_error(peer_name(q) + " closed its connection in the middle of a message (the peer "
+                                            "process exited or was killed)"));
+        return p.closed;
       }
       peer_closed(q,
                   lost(q, network_error(peer_name(q) +

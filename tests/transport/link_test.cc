@@ -1,0 +1,336 @@
+// Each real link against its real medium: TcpLink (src/transport/tcp/link.h)
+// over a connected pair of stream sockets, and ShmLink
+// (src/transport/shm/link.h) over the rings of a shared-memory arena that
+// two ranks of this process map, with a socket pair for their doorbells.
+// A link must say what link.h promises the engine: kMoved, kBlocked when
+// there is nothing to move (no data, or no room), kEnded once the peer has
+// gone and its last bytes are read; and a shared-memory link rings its
+// peer's doorbell only while the peer has said it sleeps, since a doorbell
+// is a system call on the fast path. Last, an engine over each kind of link
+// exchanges more than the medium holds, both ways at once.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/config.h"
+#include "cohort/hash_store.h"
+#include "transport/engine.h"
+#include "transport/shm/arena.h"
+#include "transport/shm/link.h"
+#include "transport/tcp/link.h"
+
+namespace cohort {
+namespace {
+
+using std::chrono::milliseconds;
+using Outcome = LinkIo::Outcome;
+
+Deadline generous() {
+  return Deadline::after(milliseconds(10000));
+}
+
+std::vector<uint8_t> pattern(size_t bytes, size_t seed) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>(seed * 131 + i * 7 + (i >> 8));
+  return v;
+}
+
+// make_socket_pair connects two non-blocking stream sockets, as a link's
+// socket is.
+void make_socket_pair(Socket* a, Socket* b) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0)
+      << std::strerror(errno);
+  *a = Socket(fds[0]);
+  *b = Socket(fds[1]);
+}
+
+// readable tells whether poll(2) finds `fd` readable (or ended) within `timeout`.
+bool readable(int fd, milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(timeout.count())) == 1 && (p.revents & (POLLIN | POLLHUP)) != 0;
+}
+
+// write_text writes `text` through `link` as two iovecs, as the engine
+// writes a header and its payload.
+LinkIo write_text(Link& link, const std::string& text) {
+  std::string head = text.substr(0, text.size() / 2), tail = text.substr(text.size() / 2);
+  iovec iov[2] = {{head.data(), head.size()}, {tail.data(), tail.size()}};
+  return link.write(iov, 2);
+}
+
+// read_text reads what `link` has now, up to 256 bytes: "" when it has nothing.
+std::string read_text(Link& link, Outcome* outcome) {
+  char buf[256];
+  const LinkIo io = link.read(buf, sizeof buf);
+  *outcome = io.outcome;
+  return io.outcome == Outcome::kMoved ? std::string(buf, io.bytes) : std::string();
+}
+
+// engine_over is rank `rank` of a group of two whose link to the other rank is `link`.
+std::unique_ptr<Engine> engine_over(int rank, std::unique_ptr<Link> link) {
+  std::vector<std::unique_ptr<Link>> links(2);
+  links[static_cast<size_t>(1 - rank)] = std::move(link);
+  return std::make_unique<Engine>(rank, 2, std::move(links), nullptr, EngineOptions{});
+}
+
+// exchange_both_ways has each engine send `bytes` to the other and receive
+// as many, in one exchange each, at once (a thread each); both exchanges
+// must finish and the bytes arrive whole.
+void exchange_both_ways(Engine& zero, Engine& one, size_t bytes) {
+  const std::vector<uint8_t> out[2] = {pattern(bytes, 0), pattern(bytes, 1)};
+  std::vector<uint8_t> in[2] = {std::vector<uint8_t>(bytes), std::vector<uint8_t>(bytes)};
+  Engine* engines[2] = {&zero, &one};
+  auto run = [&](int r) {
+    const uint64_t tag = uint64_t{1} << 24;  // collective #1, step 0
+    SendRequest send{1 - r, MessageKind::kCollective, tag, out[r].data(), bytes};
+    RecvRequest recv{1 - r, MessageKind::kCollective, tag, in[r].data(), bytes};
+    return engines[r]->exchange(&send, 1, &recv, 1, generous(), "all_to_all #1");
+  };
+  auto second = std::async(std::launch::async, run, 1);
+  const Status first = run(0);
+  const Status other = second.get();
+  EXPECT_TRUE(first.ok()) << first.message();
+  EXPECT_TRUE(other.ok()) << other.message();
+  EXPECT_TRUE(in[0] == out[1]) << "rank 0 received other bytes than rank 1 sent";
+  EXPECT_TRUE(in[1] == out[0]) << "rank 1 received other bytes than rank 0 sent";
+}
+
+TEST(TcpLink, WritesWhatTheOtherEndReadsAndSaysBlockedWhenThereIsNothing) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  const int b_fd = b.fd();
+  tcp::TcpLink left(std::move(a), "left"), right(std::move(b), "right");
+  EXPECT_TRUE(left.ready());
+  EXPECT_FALSE(left.moves_in_user_space());
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(right, &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kBlocked);
+
+  const LinkIo wrote = write_text(left, "hello, link");
+  ASSERT_EQ(wrote.outcome, Outcome::kMoved);
+  EXPECT_EQ(wrote.bytes, 11u);
+  EXPECT_EQ(read_text(right, &outcome), "hello, link");
+  EXPECT_EQ(read_text(right, &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kBlocked);
+
+  // What to watch: reading always, writing only with sends queued.
+  EXPECT_EQ(right.poll(false).fd, b_fd);
+  EXPECT_EQ(right.poll(false).events, POLLIN);
+  EXPECT_EQ(right.poll(true).events, POLLIN | POLLOUT);
+}
+
+TEST(TcpLink, SaysBlockedWhenTheSocketIsFullAndDeliversAllItTook) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  tcp::TcpLink left(std::move(a), "left"), right(std::move(b), "right");
+  // The stream is `piece` over and over; each write goes on where the last stopped.
+  const std::vector<uint8_t> piece = pattern(64 * 1024, 1);
+  size_t took = 0;
+  LinkIo io;
+  for (int i = 0; i < 100000; ++i) {
+    const size_t at = took % piece.size();
+    iovec iov{const_cast<uint8_t*>(piece.data()) + at, piece.size() - at};
+    io = left.write(&iov, 1);
+    if (io.outcome != Outcome::kMoved) break;
+    took += io.bytes;
+  }
+  EXPECT_EQ(io.outcome, Outcome::kBlocked);
+  ASSERT_GT(took, 0u);
+
+  std::vector<uint8_t> buf(64 * 1024);
+  size_t got = 0, wrong = 0;
+  for (;;) {
+    io = right.read(buf.data(), buf.size());
+    if (io.outcome != Outcome::kMoved) break;
+    for (size_t i = 0; i < io.bytes; ++i) wrong += buf[i] != piece[(got + i) % piece.size()];
+    got += io.bytes;
+  }
+  EXPECT_EQ(io.outcome, Outcome::kBlocked);
+  EXPECT_EQ(got, took);
+  EXPECT_EQ(wrong, 0u);
+}
+
+TEST(TcpLink, SaysEndedOnceThePeerClosedAndItsLastBytesAreRead) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  auto left = std::make_unique<tcp::TcpLink>(std::move(a), "left");
+  tcp::TcpLink right(std::move(b), "right");
+  ASSERT_EQ(write_text(*left, "last words").outcome, Outcome::kMoved);
+  left.reset();  // the peer's process exits: its socket closes
+
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(right, &outcome), "last words");
+  EXPECT_EQ(read_text(right, &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded);
+  // Writing to it fails with the errno (and no SIGPIPE).
+  const LinkIo io = write_text(right, "anyone?");
+  EXPECT_EQ(io.outcome, Outcome::kFailed);
+  EXPECT_EQ(io.error, EPIPE) << std::strerror(io.error);
+}
+
+TEST(TcpLink, ShutDownEndsTheLinkForThePeer) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  tcp::TcpLink left(std::move(a), "left"), right(std::move(b), "right");
+  left.shut_down();
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(right, &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded);
+}
+
+TEST(TcpLink, WriteWholeWritesAllOrStopsAtItsDeadline) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  tcp::TcpLink left(std::move(a), "left"), right(std::move(b), "right");
+  const std::string report = "a failure report";
+  ASSERT_TRUE(left.write_whole(report.data(), report.size(), generous()).ok());
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(right, &outcome), report);
+
+  // Far more than a socket buffer, and nobody reads.
+  const std::vector<uint8_t> big(16 << 20);
+  const Status st = left.write_whole(big.data(), big.size(), Deadline::after(milliseconds(100)));
+  EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.message();
+}
+
+TEST(TcpLink, CarriesAnEngineExchangeOfMoreThanTheSocketHoldsBothWays) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  auto zero = engine_over(0, std::make_unique<tcp::TcpLink>(std::move(a), "rank 1's end"));
+  auto one = engine_over(1, std::make_unique<tcp::TcpLink>(std::move(b), "rank 0's end"));
+  exchange_both_ways(*zero, *one, size_t{4} << 20);
+}
+
+// ShmLinkTest maps the arena of a two-rank host, each rank on a thread of
+// its own (set_up waits for the other through the store), with 64 KiB
+// rings so that a mebibyte does not fit, and makes each rank's ShmLink to
+// the other. Where this machine has no shared memory to map, it skips.
+class ShmLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_config("COHORT_SHM_RING_BYTES", std::to_string(kRingBytes));
+    HashStore store;
+    const std::vector<int> ranks{0, 1};
+    auto second =
+        std::async(std::launch::async, [&] { return shm::Arena::set_up(store, 1, ranks, generous()); });
+    auto first = shm::Arena::set_up(store, 0, ranks, generous());
+    auto other = second.get();
+    reset_config("COHORT_SHM_RING_BYTES");
+    for (const Status& st : {first.status(), other.status()}) {
+      if (st.code() == StatusCode::kBackendError) {
+        GTEST_SKIP() << "no shared memory to map here: " << st.message();
+      }
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+    arena_[0] = std::move(first.value());
+    arena_[1] = std::move(other.value());
+
+    Socket a, b;
+    ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+    link_[0] = std::make_unique<shm::ShmLink>(arena_[0], 1, std::move(a), "local rank 1", "rank 1");
+    link_[1] = std::make_unique<shm::ShmLink>(arena_[1], 0, std::move(b), "local rank 0", "rank 0");
+  }
+
+  static constexpr size_t kRingBytes = 64 * 1024;
+  std::shared_ptr<shm::Arena> arena_[2];
+  std::unique_ptr<shm::ShmLink> link_[2];
+};
+
+TEST_F(ShmLinkTest, CarriesBytesThroughTheRingsAndSaysBlockedWhenEmptyOrFull) {
+  shm::ShmLink& zero = *link_[0];
+  shm::ShmLink& one = *link_[1];
+  EXPECT_TRUE(zero.moves_in_user_space());
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(one, &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kBlocked);
+
+  ASSERT_EQ(write_text(zero, "hello, ring").bytes, 11u);
+  EXPECT_EQ(read_text(one, &outcome), "hello, ring");
+  EXPECT_EQ(read_text(one, &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kBlocked);
+  ASSERT_EQ(write_text(one, "and back").bytes, 8u);
+  EXPECT_EQ(read_text(zero, &outcome), "and back");
+
+  // A ring takes what fits, then blocks until its reader makes room.
+  const std::vector<uint8_t> big = pattern(100000, 3);
+  iovec whole{const_cast<uint8_t*>(big.data()), big.size()};
+  LinkIo io = zero.write(&whole, 1);
+  ASSERT_EQ(io.outcome, Outcome::kMoved);
+  EXPECT_EQ(io.bytes, kRingBytes);
+  EXPECT_EQ(zero.write(&whole, 1).outcome, Outcome::kBlocked);
+  std::vector<uint8_t> got(big.size());
+  io = one.read(got.data(), got.size());
+  ASSERT_EQ(io.outcome, Outcome::kMoved);
+  ASSERT_EQ(io.bytes, kRingBytes);
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + kRingBytes, big.begin()));
+  EXPECT_EQ(one.read(got.data(), got.size()).outcome, Outcome::kBlocked);
+}
+
+TEST_F(ShmLinkTest, ReadsWhatThePeerLeftInTheRingThenTheEndOnceItsDoorbellSocketClosed) {
+  ASSERT_EQ(write_text(*link_[0], "bye").outcome, Outcome::kMoved);
+  const int bell = link_[1]->poll(false).fd;
+  ASSERT_GE(bell, 0);
+  link_[0].reset();  // the peer's process is gone: its socket closes
+
+  ASSERT_TRUE(readable(bell, milliseconds(5000)));
+  bool became_ready = true;
+  const Status st = link_[1]->on_ready(POLLIN, &became_ready);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_FALSE(became_ready);
+  EXPECT_EQ(link_[1]->poll(false).fd, -1) << "nothing left to watch";
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(*link_[1], &outcome), "bye") << "the ring is read to its end first";
+  EXPECT_EQ(read_text(*link_[1], &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded);
+}
+
+TEST_F(ShmLinkTest, RingsThePeersDoorbellOnlyWhileThePeerSaidItSleeps) {
+  shm::ShmLink& zero = *link_[0];
+  shm::ShmLink& one = *link_[1];
+  const int bell = one.poll(false).fd;
+  ASSERT_GE(bell, 0);
+
+  zero.moved();
+  EXPECT_FALSE(readable(bell, milliseconds(0))) << "rank 1 is awake: no doorbell";
+  EXPECT_FALSE(one.about_to_sleep(false)) << "nothing waits for rank 1, so it may sleep";
+  zero.moved();
+  EXPECT_TRUE(readable(bell, milliseconds(5000))) << "rank 1 sleeps: a doorbell";
+
+  bool became_ready = true;
+  ASSERT_TRUE(one.on_ready(POLLIN, &became_ready).ok());
+  EXPECT_FALSE(became_ready);
+  EXPECT_FALSE(readable(bell, milliseconds(0))) << "on_ready takes the doorbell bytes";
+  char c;
+  EXPECT_EQ(one.read(&c, 1).outcome, Outcome::kBlocked) << "a doorbell is not the end";
+  one.awake();
+  zero.moved();
+  EXPECT_FALSE(readable(bell, milliseconds(0))) << "rank 1 is awake again: no doorbell";
+
+  // about_to_sleep answers true where sleeping would miss something: room
+  // in the ring for sends, or bytes already waiting.
+  EXPECT_TRUE(one.about_to_sleep(true)) << "its ring to rank 0 has room for its sends";
+  one.awake();
+  ASSERT_EQ(write_text(zero, "x").outcome, Outcome::kMoved);
+  EXPECT_TRUE(one.about_to_sleep(false)) << "a byte waits in its ring";
+  one.awake();
+}
+
+TEST_F(ShmLinkTest, CarriesAnEngineExchangeOfAMebibyteBothWays) {
+  auto zero = engine_over(0, std::move(link_[0]));
+  auto one = engine_over(1, std::move(link_[1]));
+  exchange_both_ways(*zero, *one, size_t{1} << 20);
+}
+
+}  // namespace
+}  // namespace cohort
