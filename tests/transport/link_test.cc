@@ -28,6 +28,7 @@
 #include "transport/shm/arena.h"
 #include "transport/shm/link.h"
 #include "transport/tcp/link.h"
+#include "transport/two_rank_host.h"
 
 namespace cohort {
 namespace {
@@ -220,21 +221,11 @@ class ShmLinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
     set_config("COHORT_SHM_RING_BYTES", std::to_string(kRingBytes));
-    HashStore store;
-    const std::vector<int> ranks{0, 1};
-    auto second =
-        std::async(std::launch::async, [&] { return shm::Arena::set_up(store, 1, ranks, generous()); });
-    auto first = shm::Arena::set_up(store, 0, ranks, generous());
-    auto other = second.get();
+    const Status st = map_two_rank_arena(arena_);
     reset_config("COHORT_SHM_RING_BYTES");
-    for (const Status& st : {first.status(), other.status()}) {
-      if (st.code() == StatusCode::kBackendError) {
-        GTEST_SKIP() << "no shared memory to map here: " << st.message();
-      }
-      ASSERT_TRUE(st.ok()) << st.message();
-    }
-    arena_[0] = std::move(first.value());
-    arena_[1] = std::move(other.value());
+    if (st.code() == StatusCode::kBackendError)
+      GTEST_SKIP() << "no shared memory to map here: " << st.message();
+    ASSERT_TRUE(st.ok()) << st.message();
 
     Socket a, b;
     ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
