@@ -8,8 +8,8 @@
 #include <mutex>
 
 #include "cohort/checkpoint.h"
-#include "cohort/config.h"
 #include "cohort/comm_hooks.h"
+#include "cohort/config.h"
 #include "cohort/ddp.h"
 #include "cohort/errors.h"
 #include "cohort/join.h"

@@ -5,31 +5,12 @@
 
 #include <cstdlib>
 
-#include "support/ports.h"
 #include "support/rank_lines.h"
 #include "support/subprocess.h"
+#include "torch/worker_ranks.h"
 
 namespace cohort::testing {
 namespace {
-
-// start_ranks runs `argv` as `world` ranks joined by env://; returns each
-// one's output after checking that it exited 0.
-std::vector<std::string> start_ranks(int world, const std::vector<std::string>& argv) {
-  const uint16_t port = free_port();
-  std::vector<std::unique_ptr<Subprocess>> ranks;
-  for (int r = 0; r < world; ++r) {
-    ranks.push_back(std::make_unique<Subprocess>(
-        argv, std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
-                                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
-                                       "OMP_NUM_THREADS=1"}));
-  }
-  std::vector<std::string> out;
-  for (int r = 0; r < world; ++r) {
-    out.push_back(ranks[r]->read_all(std::chrono::seconds(120)));
-    EXPECT_EQ(ranks[r]->wait(), 0) << out.back();
-  }
-  return out;
-}
 
 void run_dtensor_ranks(int world) {
   auto out = start_ranks(world, {binary_path("tests/dtensor_worker")});

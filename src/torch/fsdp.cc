@@ -1,0 +1,336 @@
+// FSDP units (cohort/fsdp.h).
+//
+// A unit swaps what its parameters' tensors hold: between steps this
+// rank's rows (the shard, which the optimizer updates in place), during
+// forward and backward the whole parameter, gathered. Autograd records
+// the parameter tensors themselves, so a backward that runs while they
+// are whole accumulates whole gradients into them; the unit then
+// reduce-scatters those into the shards' gradients. A parameter's
+// version counter is not touched by the swap (set_data keeps it), so the
+// tensors autograd saved stay valid once gathered again.
+#include "cohort/fsdp.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/torch.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "cohort/distributed.h"
+#include "cohort/errors.h"
+#include "cohort/tensor.h"
+
+namespace cohort {
+
+struct FSDPUnit::Param {
+  std::string name;
+  at::Tensor param;               // the module's own tensor
+  at::Tensor shard;               // this rank's rows, contiguous (what param holds between steps)
+  std::vector<int64_t> shape;     // whole
+  int64_t rows = 0;               // of the whole parameter (dimension 0; 1 for a scalar)
+  int64_t chunk = 0;              // rows per rank, padded: ceil(rows / shard size)
+  int64_t start = 0, length = 0;  // this rank's rows
+  int64_t row_numel = 1;
+  at::Tensor saved_grad;  // the shard's gradient while param is whole
+  at::Tensor unsynced;    // whole gradients summed while sync is off
+};
+
+namespace {
+
+// Which unit shards a parameter, by its tensor: a unit takes only the
+// parameters no other unit took, and full_state_dict finds their unit.
+std::mutex registry_mu;
+std::unordered_map<const c10::TensorImpl*, FSDPUnit*>& registry() {
+  static std::unordered_map<const c10::TensorImpl*, FSDPUnit*> units;
+  return units;
+}
+
+FSDPUnit* unit_of(const at::Tensor& t) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  auto it = registry().find(t.unsafeGetTensorImpl());
+  return it == registry().end() ? nullptr : it->second;
+}
+
+// default_mesh is every rank of the default group in one dimension, made
+// once per default group: each unit making its own would connect a new
+// group per unit. Kept until exit, as the default group's subgroups are.
+DeviceMesh default_mesh() {
+  struct Cache {
+    std::mutex mu;
+    std::weak_ptr<ProcessGroup> of;
+    std::optional<DeviceMesh> mesh;
+  };
+  static Cache* cache = new Cache;  // never destroyed: groups outlive static destruction
+  std::lock_guard<std::mutex> lock(cache->mu);
+  GroupPtr group = default_group();
+  if (!group) {
+    throw InvalidArgument(
+        "fully_shard: no mesh was given and the default process group is not initialized (call "
+        "init_process_group, or give FullyShardOptions a mesh)");
+  }
+  if (!cache->mesh || cache->of.lock() != group) {
+    cache->mesh = init_device_mesh("cpu", {get_world_size()});
+    cache->of = group;
+  }
+  return *cache->mesh;
+}
+
+at::ScalarType or_else(const std::optional<at::ScalarType>& type, at::ScalarType fallback) {
+  return type ? *type : fallback;
+}
+
+}  // namespace
+
+FSDPUnit::FSDPUnit(torch::nn::Module& module, FullyShardOptions options)
+    : options_(std::move(options)), mesh_(options_.mesh ? *options_.mesh : default_mesh()) {
+  if (mesh_.ndim() != 1 && mesh_.ndim() != 2) {
+    throw InvalidArgument("fully_shard: the mesh must be 1-D (shard) or 2-D (replicate, shard), not " +
+                          mesh_.to_string());
+  }
+  const int shard_dim = mesh_.ndim() - 1;
+  shard_group_ = mesh_.get_group(shard_dim);
+  if (mesh_.ndim() == 2) replicate_group_ = mesh_.get_group(0);
+  shard_size_ = mesh_.size(shard_dim);
+  shard_index_ = mesh_.get_local_rank(shard_dim);
+  if (shard_index_ < 0) throw InvalidArgument("fully_shard: this rank is not in " + mesh_.to_string());
+
+  std::lock_guard<std::mutex> lock(registry_mu);
+  for (auto& named : module.named_parameters(/*recurse=*/true)) {
+    at::Tensor p = named.value();
+    if (registry().count(p.unsafeGetTensorImpl())) continue;  // an inner unit's
+    Param x;
+    x.name = named.key();
+    x.param = p;
+    x.shape = p.sizes().vec();
+    x.rows = p.dim() == 0 ? 1 : p.size(0);
+    x.row_numel = x.rows == 0 ? 0 : p.numel() / x.rows;
+    x.chunk = (x.rows + shard_size_ - 1) / shard_size_;
+    x.start = std::min<int64_t>(x.rows, x.chunk * shard_index_);
+    x.length = std::max<int64_t>(0, std::min<int64_t>(x.chunk, x.rows - x.start));
+    const at::Tensor rows_view = p.dim() == 0 ? p.detach().reshape({1}) : p.detach();
+    x.shard = rows_view.narrow(0, x.start, x.length).clone().contiguous();
+    {
+      at::NoGradGuard no_grad;
+      p.set_data(x.shard);
+    }
+    registry()[p.unsafeGetTensorImpl()] = this;
+    params_.push_back(std::move(x));
+  }
+}
+
+FSDPUnit::~FSDPUnit() {
+  *alive_ = false;
+  std::lock_guard<std::mutex> lock(registry_mu);
+  for (const Param& x : params_) registry().erase(x.param.unsafeGetTensorImpl());
+}
+
+std::vector<std::pair<std::string, at::Tensor>> FSDPUnit::named_parameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const Param& x : params_) out.emplace_back(x.name, x.param);
+  return out;
+}
+
+const FSDPUnit::Param& FSDPUnit::param_of(const at::Tensor& parameter, const char* what) const {
+  for (const Param& x : params_) {
+    if (x.param.unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl()) return x;
+  }
+  throw InvalidArgument(std::string(what) + ": the tensor is not a parameter of this FSDP unit");
+}
+
+std::vector<int64_t> FSDPUnit::full_shape(const at::Tensor& parameter) const {
+  return param_of(parameter, "full_shape").shape;
+}
+
+void FSDPUnit::unshard() {
+  if (unsharded_ || params_.empty()) {
+    unsharded_ = true;
+    return;
+  }
+  const at::ScalarType dtype = or_else(options_.mp_policy.param_dtype, params_.front().shard.scalar_type());
+  // One all_gather for the unit: every parameter's padded rows, one after
+  // the other, then each parameter's whole from every rank's part.
+  int64_t total = 0;
+  for (const Param& x : params_) total += x.chunk * x.row_numel;
+  at::Tensor mine = at::zeros({total}, at::TensorOptions().dtype(dtype));
+  int64_t at_ = 0;
+  for (const Param& x : params_) {
+    if (x.length > 0) mine.narrow(0, at_, x.length * x.row_numel).copy_(x.shard.reshape({-1}));
+    at_ += x.chunk * x.row_numel;
+  }
+  at::Tensor all = at::empty({shard_size_, total}, mine.options());
+  all_gather_into_tensor(all, mine, shard_group_);
+  at_ = 0;
+  at::NoGradGuard no_grad;
+  for (Param& x : params_) {
+    const int64_t piece = x.chunk * x.row_numel;
+    // Rank 0's rows, then rank 1's, ...: the whole, padding cut off.
+    at::Tensor whole = all.narrow(1, at_, piece).reshape({-1}).narrow(0, 0, x.rows * x.row_numel);
+    at_ += piece;
+    // The shard's gradient waits aside while the parameter is whole: a
+    // gradient accumulated now is whole too.
+    if (x.param.grad().defined()) {
+      x.saved_grad = x.param.grad();
+      x.param.mutable_grad() = at::Tensor();
+    }
+    x.param.set_data(whole.view(x.shape));
+  }
+  unsharded_ = true;
+}
+
+void FSDPUnit::reshard() {
+  if (!unsharded_) return;
+  at::NoGradGuard no_grad;
+  for (Param& x : params_) {
+    x.param.set_data(x.shard);
+    if (x.saved_grad.defined()) {
+      x.param.mutable_grad() = x.saved_grad;
+      x.saved_grad = at::Tensor();
+    }
+  }
+  unsharded_ = false;
+}
+
+void FSDPUnit::before_forward() {
+  unshard();
+}
+
+at::Tensor FSDPUnit::before_forward(const at::Tensor& input) {
+  unshard();
+  if (options_.mp_policy.param_dtype && input.is_floating_point())
+    return input.to(*options_.mp_policy.param_dtype);
+  return input;
+}
+
+at::Tensor FSDPUnit::after_forward(const at::Tensor& output) {
+  const bool backward_comes = output.requires_grad() && !params_.empty();
+  if (!backward_comes || options_.reshard_after_forward) reshard();
+  at::Tensor out = output;
+  if (backward_comes) {
+    // The gradient of the output comes first in backward, before any of
+    // this unit's own backward: gather there, and queue the reduction of
+    // the gradients for the end of backward.
+    std::weak_ptr<bool> alive = alive_;
+    out.register_hook([this, alive](const at::Tensor& grad) {
+      if (auto a = alive.lock(); a && *a) pre_backward();
+      return grad;
+    });
+  }
+  if (options_.mp_policy.output_dtype && out.is_floating_point())
+    out = out.to(*options_.mp_policy.output_dtype);
+  return out;
+}
+
+void FSDPUnit::pre_backward() {
+  unshard();
+  if (post_backward_queued_) return;
+  post_backward_queued_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  torch::autograd::Engine::get_default_engine().queue_callback([this, alive] {
+    if (auto a = alive.lock(); a && *a) post_backward();
+  });
+}
+
+void FSDPUnit::post_backward() {
+  post_backward_queued_ = false;
+  at::NoGradGuard no_grad;
+  // Whole gradients (zeros for a parameter backward did not reach: every
+  // rank must reduce the same layout).
+  std::vector<at::Tensor> whole(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& x = params_[i];
+    at::Tensor g = x.param.grad();
+    x.param.mutable_grad() = at::Tensor();
+    if (!g.defined()) g = at::zeros(x.shape, x.shard.options());
+    whole[i] = g;
+  }
+  if (!sync_gradients_) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Param& x = params_[i];
+      at::Tensor g = whole[i].to(x.shard.scalar_type());
+      x.unsynced = x.unsynced.defined() ? x.unsynced + g : g;
+    }
+    reshard();
+    return;
+  }
+  const at::ScalarType dtype = or_else(options_.mp_policy.reduce_dtype,
+                                       params_.empty() ? at::kFloat : params_.front().shard.scalar_type());
+  int64_t total = 0;
+  for (const Param& x : params_) total += x.chunk * x.row_numel;
+  // Row r of `input` holds, for every parameter, the padded rows of rank r.
+  at::Tensor input = at::zeros({shard_size_, total}, at::TensorOptions().dtype(dtype));
+  int64_t at_ = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& x = params_[i];
+    at::Tensor g = whole[i].to(dtype).reshape({-1});
+    if (x.unsynced.defined()) {
+      g = g + x.unsynced.to(dtype).reshape({-1});
+      x.unsynced = at::Tensor();
+    }
+    const int64_t piece = x.chunk * x.row_numel;
+    at::Tensor padded = at::zeros({shard_size_ * piece}, g.options());
+    padded.narrow(0, 0, g.numel()).copy_(g);
+    input.narrow(1, at_, piece).copy_(padded.view({shard_size_, piece}));
+    at_ += piece;
+  }
+  at::Tensor reduced = at::empty({total}, input.options());
+  reduce_scatter_tensor(reduced, input, ReduceOp::AVG, shard_group_);
+  if (replicate_group_) all_reduce(reduced, ReduceOp::AVG, replicate_group_);
+  reshard();  // the shards' earlier gradients are back in param.grad
+  at_ = 0;
+  for (Param& x : params_) {
+    at::Tensor g =
+        reduced.narrow(0, at_, x.length * x.row_numel).to(x.shard.scalar_type()).view(x.shard.sizes());
+    at_ += x.chunk * x.row_numel;
+    x.param.mutable_grad() = x.param.grad().defined() ? x.param.grad() + g : g.clone();
+  }
+}
+
+at::Tensor FSDPUnit::full_tensor(const at::Tensor& parameter) const {
+  const Param& x = param_of(parameter, "full_tensor");
+  at::Tensor mine = at::zeros({x.chunk * x.row_numel}, x.shard.options());
+  if (x.length > 0) mine.narrow(0, 0, x.length * x.row_numel).copy_(x.shard.reshape({-1}));
+  at::Tensor all = at::empty({shard_size_ * x.chunk * x.row_numel}, mine.options());
+  all_gather_into_tensor(all, mine, shard_group_);
+  return all.narrow(0, 0, x.rows * x.row_numel).view(x.shape).clone();
+}
+
+void FSDPUnit::load_full(const at::Tensor& parameter, const at::Tensor& value) {
+  const Param& x = param_of(parameter, "load_full");
+  if (value.sizes().vec() != x.shape) {
+    throw InvalidArgument("load_full_state_dict: " + x.name + " has shape " + c10::str(value.sizes()) +
+                          " in the state but " + c10::str(c10::IntArrayRef(x.shape)) + " in the module");
+  }
+  at::NoGradGuard no_grad;
+  const at::Tensor rows = value.dim() == 0 ? value.reshape({1}) : value;
+  x.shard.copy_(rows.narrow(0, x.start, x.length).reshape(x.shard.sizes()));
+}
+
+std::map<std::string, at::Tensor> full_state_dict(torch::nn::Module& module) {
+  std::map<std::string, at::Tensor> out;
+  for (auto& named : module.named_parameters(true)) {
+    FSDPUnit* unit = unit_of(named.value());
+    out[named.key()] = unit ? unit->full_tensor(named.value()) : named.value().detach().clone();
+  }
+  for (auto& named : module.named_buffers(true)) out[named.key()] = named.value().detach().clone();
+  return out;
+}
+
+void load_full_state_dict(torch::nn::Module& module, const std::map<std::string, at::Tensor>& state) {
+  at::NoGradGuard no_grad;
+  auto take = [&](const std::string& name) -> const at::Tensor& {
+    auto it = state.find(name);
+    if (it == state.end()) throw InvalidArgument("load_full_state_dict: the state has no '" + name + "'");
+    return it->second;
+  };
+  for (auto& named : module.named_parameters(true)) {
+    const at::Tensor& value = take(named.key());
+    if (FSDPUnit* unit = unit_of(named.value())) {
+      unit->load_full(named.value(), value);
+    } else {
+      named.value().copy_(value);
+    }
+  }
+  for (auto& named : module.named_buffers(true)) named.value().copy_(take(named.key()));
+}
+
+}  // namespace cohort

@@ -1,0 +1,229 @@
+// fsdp_worker: one rank of tests/torch/fsdp_process_test.cc, joined by
+// env:// (2, 3 or 4 ranks). Trains a small network sharded with
+// fully_shard (a unit per Linear, the root last) and, in the same process,
+// the same network whole on the whole batch (the single-process
+// reference), from the same seed; after every step each rank gathers the
+// sharded parameters and compares them with the reference's. Cases:
+// SGD and Adam, reshard_after_forward on and off, gradient accumulation
+// with sync off for the first microbatch, bf16 parameters with fp32
+// reduction, HSDP on a 2 x 2 mesh (4 ranks), full state dicts saved and
+// loaded into a fresh model, the shapes the parameters keep between steps.
+// Prints "rank R ok: ..." and exits 0, or says what was wrong and exits 1.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "cohort/distributed.h"
+#include "cohort/dtensor.h"
+#include "cohort/errors.h"
+#include "cohort/fsdp.h"
+
+using namespace cohort;
+
+namespace {
+
+int rank_ = -1;
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  if (ok) return;
+  ++failures;
+  std::printf("rank %d wrong: %s\n", rank_, what.c_str());
+  std::fflush(stdout);
+}
+
+using Unit = std::shared_ptr<FullyShardImpl<torch::nn::Linear>>;
+using Root = std::shared_ptr<FullyShardImpl<torch::nn::Sequential>>;
+
+struct Sharded {
+  Unit first, second;
+  Root root;
+};
+
+// The network: 7 -> 10 -> 3. Ten rows over 3 ranks are 4, 4, 2; three
+// over 4 ranks are 1, 1, 1, 0 (an empty shard).
+torch::nn::Sequential reference_net() {
+  torch::manual_seed(0);
+  // One statement each: the order in which a call's arguments are built
+  // is the compiler's, and each draws from the generator.
+  torch::nn::Linear first(7, 10);
+  torch::nn::Linear second(10, 3);
+  return torch::nn::Sequential(first, torch::nn::ReLU(), second);
+}
+
+Sharded sharded_net(const FullyShardOptions& options) {
+  torch::manual_seed(0);  // the same values as reference_net's
+  Sharded s;
+  s.first = fully_shard(torch::nn::Linear(7, 10), options);
+  s.second = fully_shard(torch::nn::Linear(10, 3), options);
+  s.root = fully_shard(torch::nn::Sequential(s.first, torch::nn::ReLU(), s.second), options);
+  return s;
+}
+
+// The reference's name of a sharded parameter: the units' "module."
+// levels taken out.
+std::string plain_name(std::string name) {
+  for (size_t at; (at = name.find("module.")) != std::string::npos;) name.erase(at, 7);
+  return name;
+}
+
+// same_as_reference gathers every sharded parameter and compares it.
+void same_as_reference(const Sharded& s, torch::nn::Sequential& ref, double tolerance,
+                       const std::string& what) {
+  auto whole = full_state_dict(*s.root);
+  auto mine = ref->named_parameters();
+  check(whole.size() == mine.size(),
+        what + ": " + std::to_string(whole.size()) + " parameters, reference " + std::to_string(mine.size()));
+  for (const auto& [name, value] : whole) {
+    const at::Tensor* want = mine.find(plain_name(name));
+    if (!want) {
+      check(false, what + ": no reference parameter for " + name);
+      continue;
+    }
+    const bool close = value.sizes() == want->sizes() &&
+                       at::allclose(value.to(at::kFloat), want->to(at::kFloat), tolerance, tolerance);
+    check(close, what + ": " + name + " differs from the reference by " +
+                     std::to_string((value.to(at::kFloat) - want->to(at::kFloat)).abs().max().item<float>()));
+  }
+}
+
+// batch is step `step`'s global batch: 4 rows per rank.
+std::pair<at::Tensor, at::Tensor> batch(int step, int world) {
+  torch::manual_seed(1000 + step);
+  return {torch::randn({4 * world, 7}), torch::randn({4 * world, 3})};
+}
+
+at::Tensor mine(const at::Tensor& global, int index, int count) {
+  const int64_t rows = global.size(0) / count;
+  return global.narrow(0, rows * index, rows);
+}
+
+using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>;
+
+// train runs `steps` steps on both networks and compares after each.
+// `data_index`/`data_count`: which part of the batch this rank takes (the
+// data-parallel ranks: every rank, or for HSDP every rank too).
+void train(const std::string& what, const FullyShardOptions& options, const MakeOptimizer& make, int steps,
+           int microbatches, double tolerance) {
+  const int world = get_world_size();
+  auto ref = reference_net();
+  Sharded s = sharded_net(options);
+  auto ref_opt = make(ref->parameters());
+  auto opt = make(s.root->parameters());
+  same_as_reference(s, ref, 0, what + " before training");
+  for (int step = 0; step < steps; ++step) {
+    auto [x, y] = batch(step, world);
+    ref_opt->zero_grad();
+    opt->zero_grad();
+    for (int m = 0; m < microbatches; ++m) {
+      const at::Tensor mx = mine(x, m, microbatches), my = mine(y, m, microbatches);
+      torch::mse_loss(ref->forward(mx), my).backward();
+      const bool last = m == microbatches - 1;
+      for (FSDPUnit* unit : {&s.first->unit(), &s.second->unit(), &s.root->unit()})
+        unit->set_requires_gradient_sync(last);
+      const at::Tensor lx = mine(mx, get_rank(), world), ly = mine(my, get_rank(), world);
+      torch::mse_loss(s.root->forward(lx), ly).backward();
+    }
+    ref_opt->step();
+    opt->step();
+    same_as_reference(s, ref, tolerance, what + " after step " + std::to_string(step + 1));
+  }
+  // Between steps every unit is resharded: its module holds this rank's rows.
+  const auto [start, rows] = shard_range(10, options.mesh->size(options.mesh->ndim() - 1),
+                                         options.mesh->get_local_rank(options.mesh->ndim() - 1));
+  (void)start;
+  check(s.first->module()->weight.size(0) == rows && !s.first->unit().is_unsharded(),
+        what + ": the first layer's weight holds " + std::to_string(s.first->module()->weight.size(0)) +
+            " rows between steps, not this rank's " + std::to_string(rows));
+}
+
+MakeOptimizer sgd() {
+  return [](std::vector<at::Tensor> p) {
+    return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.1));
+  };
+}
+MakeOptimizer adam() {
+  return [](std::vector<at::Tensor> p) {
+    return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(0.01));
+  };
+}
+
+void state_dicts(const FullyShardOptions& options) {
+  const int world = get_world_size();
+  Sharded trained = sharded_net(options);
+  auto opt = sgd()(trained.root->parameters());
+  auto [x, y] = batch(0, world);
+  torch::mse_loss(trained.root->forward(mine(x, get_rank(), world)), mine(y, get_rank(), world)).backward();
+  opt->step();
+  const auto saved = full_state_dict(*trained.root);
+  torch::manual_seed(7);  // other values than the trained ones
+  FullyShardOptions fresh_options = options;
+  Sharded fresh{fully_shard(torch::nn::Linear(7, 10), fresh_options),
+                fully_shard(torch::nn::Linear(10, 3), fresh_options), nullptr};
+  fresh.root =
+      fully_shard(torch::nn::Sequential(fresh.first, torch::nn::ReLU(), fresh.second), fresh_options);
+  load_full_state_dict(*fresh.root, saved);
+  const at::Tensor probe = torch::randn({5, 7});
+  at::NoGradGuard no_grad;
+  check(at::allclose(fresh.root->forward(probe), trained.root->forward(probe)),
+        "a model loaded from a full state dict computes what the saved one did");
+  auto bad = saved;
+  bad.erase(bad.begin());
+  std::string error;
+  try {
+    load_full_state_dict(*fresh.root, bad);
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  }
+  check(error.find("the state has no '" + saved.begin()->first + "'") != std::string::npos,
+        "a state dict without a parameter is refused naming it: '" + error + "'");
+}
+
+}  // namespace
+
+int main() {
+  at::set_num_threads(1);
+  try {
+    init_process_group();
+    rank_ = get_rank();
+    const int world = get_world_size();
+    FullyShardOptions flat;
+    flat.mesh = init_device_mesh("cpu", {world});
+    train("SGD", flat, sgd(), 4, 1, 1e-5);
+    train("Adam", flat, adam(), 4, 1, 1e-5);
+    FullyShardOptions kept = flat;
+    kept.reshard_after_forward = false;
+    train("reshard_after_forward=false", kept, sgd(), 3, 1, 1e-5);
+    train("two microbatches, sync off for the first", flat, sgd(), 3, 2, 1e-5);
+    FullyShardOptions mixed = flat;
+    mixed.mp_policy.param_dtype = at::kBFloat16;
+    mixed.mp_policy.reduce_dtype = at::kFloat;
+    mixed.mp_policy.output_dtype = at::kFloat;
+    train("bf16 parameters, fp32 reduction", mixed, sgd(), 3, 1, 3e-2);
+    if (world == 4) {
+      FullyShardOptions hsdp;
+      hsdp.mesh = init_device_mesh("cpu", {2, 2}, {"replicate", "shard"});
+      train("HSDP on a 2 x 2 mesh", hsdp, sgd(), 3, 1, 1e-5);
+    }
+    state_dicts(flat);
+    std::string error;
+    try {
+      FullyShardOptions cube;
+      cube.mesh = init_device_mesh("cpu", {1, 1, world});
+      fully_shard(torch::nn::Linear(2, 2), cube);
+    } catch (const InvalidArgument& e) {
+      error = e.what();
+    }
+    check(error.find("the mesh must be 1-D (shard) or 2-D (replicate, shard)") != std::string::npos,
+          "a 3-D mesh is refused: '" + error + "'");
+    destroy_process_group();
+  } catch (const std::exception& e) {
+    std::printf("rank %d wrong: %s\n", rank_, e.what());
+    return 1;
+  }
+  if (failures) return 1;
+  std::printf("rank %d ok: every step as the single-process model's\n", rank_);
+  return 0;
+}
