@@ -24,6 +24,10 @@
 //   reaches the unit; gradients are reduce-scattered and averaged into the
 //   shards at the end of backward (one collective per unit), so that any
 //   libtorch optimizer steps on them.
+// - Prefetch: the root learns the order of its units in the first
+//   forward; from then on a unit's forward starts the next unit's gather
+//   (asynchronously, on the group's worker) before it computes, and in
+//   backward a unit starts the gather of the unit before it.
 // - Units nest: wrap the layers first, the root last; a unit takes the
 //   parameters of its module that no inner unit took.
 // - MixedPrecisionPolicy: param_dtype for the gathered parameters (and the
@@ -111,6 +115,13 @@ class FSDPUnit {
   std::vector<int64_t> full_shape(const at::Tensor& parameter) const;
   const DeviceMesh& mesh() const { return mesh_; }
 
+  // prefetches counts the gathers this unit got started early by another
+  // unit (forward and backward).
+  int64_t prefetches() const { return prefetches_; }
+  // forward_failed undoes before_forward's bookkeeping when the module's
+  // forward threw (FullyShardImpl calls it).
+  void forward_failed();
+
   // full_tensor gathers one of this unit's parameters whole (collective
   // over the unit's shard group: every rank calls it for the same
   // parameter).
@@ -120,8 +131,16 @@ class FSDPUnit {
 
  private:
   struct Param;
+  struct Gather;
   void pre_backward();
   void post_backward();
+  // start_gather issues the unit's all_gather asynchronously (a prefetch);
+  // unshard then finishes it.
+  void start_gather();
+  void finish_gather(Gather& gather);
+  // The units' order, learnt by the root in its first forward.
+  void record_forward(FSDPUnit* unit);
+  void learn_order();
   const Param& param_of(const at::Tensor& parameter, const char* what) const;
 
   FullyShardOptions options_;
@@ -134,6 +153,14 @@ class FSDPUnit {
   bool unsharded_ = false;
   bool sync_gradients_ = true;
   bool post_backward_queued_ = false;
+  std::unique_ptr<Gather> pending_gather_;  // a prefetch in flight
+  int64_t prefetches_ = 0;
+  // The root: the units its forward ran, in order, while learning.
+  bool learning_order_ = true;
+  std::vector<FSDPUnit*> forward_order_;
+  // Every unit: whom to prefetch (set by the root once it learnt).
+  FSDPUnit* forward_next_ = nullptr;
+  FSDPUnit* backward_next_ = nullptr;
   // alive_ lets a callback queued with autograd know that the unit is gone.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
@@ -149,7 +176,14 @@ class FullyShardImpl : public torch::nn::Module {
 
   at::Tensor forward(const at::Tensor& input) {
     const at::Tensor x = unit_.before_forward(input);
-    return unit_.after_forward(module_->forward(x));
+    at::Tensor out;
+    try {
+      out = module_->forward(x);
+    } catch (...) {
+      unit_.forward_failed();
+      throw;
+    }
+    return unit_.after_forward(out);
   }
 
   M& module() { return module_; }

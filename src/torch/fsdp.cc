@@ -35,7 +35,21 @@ struct FSDPUnit::Param {
   at::Tensor unsynced;    // whole gradients summed while sync is off
 };
 
+// Gather is one all_gather of a unit's shards, maybe still in flight.
+struct FSDPUnit::Gather {
+  at::Tensor mine;
+  at::Tensor all;
+  std::shared_ptr<Work> work;
+  // The parameters' versions when it started: an optimizer step (or a
+  // load) since then makes a prefetched gather stale.
+  std::vector<uint32_t> versions;
+};
+
 namespace {
+
+// The unit whose forward this thread is in, outermost first: the root
+// learns its units' order from the units that start inside its forward.
+thread_local std::vector<FSDPUnit*> forward_stack;
 
 // Which unit shards a parameter, by its tensor: a unit takes only the
 // parameters no other unit took, and full_state_dict finds their unit.
@@ -141,30 +155,34 @@ std::vector<int64_t> FSDPUnit::full_shape(const at::Tensor& parameter) const {
   return param_of(parameter, "full_shape").shape;
 }
 
-void FSDPUnit::unshard() {
-  if (unsharded_ || params_.empty()) {
-    unsharded_ = true;
-    return;
-  }
+void FSDPUnit::start_gather() {
+  if (unsharded_ || pending_gather_ || params_.empty()) return;
   const at::ScalarType dtype = or_else(options_.mp_policy.param_dtype, params_.front().shard.scalar_type());
   // One all_gather for the unit: every parameter's padded rows, one after
-  // the other, then each parameter's whole from every rank's part.
+  // the other.
   int64_t total = 0;
   for (const Param& x : params_) total += x.chunk * x.row_numel;
-  at::Tensor mine = at::zeros({total}, at::TensorOptions().dtype(dtype));
+  auto gather = std::make_unique<Gather>();
+  gather->mine = at::zeros({total}, at::TensorOptions().dtype(dtype));
   int64_t at_ = 0;
   for (const Param& x : params_) {
-    if (x.length > 0) mine.narrow(0, at_, x.length * x.row_numel).copy_(x.shard.reshape({-1}));
+    if (x.length > 0) gather->mine.narrow(0, at_, x.length * x.row_numel).copy_(x.shard.reshape({-1}));
     at_ += x.chunk * x.row_numel;
   }
-  at::Tensor all = at::empty({shard_size_, total}, mine.options());
-  all_gather_into_tensor(all, mine, shard_group_);
-  at_ = 0;
+  for (const Param& x : params_) gather->versions.push_back(x.param._version());
+  gather->all = at::empty({shard_size_, total}, gather->mine.options());
+  gather->work = all_gather_into_tensor(gather->all, gather->mine, shard_group_, /*async_op=*/true);
+  pending_gather_ = std::move(gather);
+}
+
+void FSDPUnit::finish_gather(Gather& gather) {
+  gather.work->wait();
+  int64_t at_ = 0;
   at::NoGradGuard no_grad;
   for (Param& x : params_) {
     const int64_t piece = x.chunk * x.row_numel;
     // Rank 0's rows, then rank 1's, ...: the whole, padding cut off.
-    at::Tensor whole = all.narrow(1, at_, piece).reshape({-1}).narrow(0, 0, x.rows * x.row_numel);
+    at::Tensor whole = gather.all.narrow(1, at_, piece).reshape({-1}).narrow(0, 0, x.rows * x.row_numel);
     at_ += piece;
     // The shard's gradient waits aside while the parameter is whole: a
     // gradient accumulated now is whole too.
@@ -173,6 +191,25 @@ void FSDPUnit::unshard() {
       x.param.mutable_grad() = at::Tensor();
     }
     x.param.set_data(whole.view(x.shape));
+  }
+}
+
+void FSDPUnit::unshard() {
+  if (unsharded_) return;
+  if (!params_.empty()) {
+    start_gather();  // unless a prefetch started it
+    std::unique_ptr<Gather> gather = std::move(pending_gather_);
+    bool stale = false;
+    for (size_t i = 0; i < params_.size(); ++i)
+      stale = stale || params_[i].param._version() != gather->versions[i];
+    if (stale) {
+      // The shards changed after the prefetch began (every rank sees the
+      // same, having run the same steps): gather them again.
+      gather->work->wait();
+      start_gather();
+      gather = std::move(pending_gather_);
+    }
+    finish_gather(*gather);
   }
   unsharded_ = true;
 }
@@ -190,18 +227,55 @@ void FSDPUnit::reshard() {
   unsharded_ = false;
 }
 
+void FSDPUnit::record_forward(FSDPUnit* unit) {
+  if (!learning_order_) return;
+  forward_order_.push_back(unit);
+}
+
+void FSDPUnit::learn_order() {
+  if (!learning_order_) return;
+  learning_order_ = false;
+  // A unit that ran twice in one forward (shared weights) makes the order
+  // ambiguous: no prefetching then.
+  for (size_t i = 0; i < forward_order_.size(); ++i) {
+    for (size_t j = i + 1; j < forward_order_.size(); ++j) {
+      if (forward_order_[i] == forward_order_[j]) return;
+    }
+  }
+  std::vector<FSDPUnit*> order{this};
+  order.insert(order.end(), forward_order_.begin(), forward_order_.end());
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i]->forward_next_ = i + 1 < order.size() ? order[i + 1] : nullptr;
+    order[i]->backward_next_ = i > 0 ? order[i - 1] : nullptr;
+  }
+}
+
 void FSDPUnit::before_forward() {
+  if (!forward_stack.empty()) forward_stack.front()->record_forward(this);
+  forward_stack.push_back(this);
   unshard();
+  // The next unit's gather runs on the group's worker while this one
+  // computes.
+  if (forward_next_ && !forward_next_->unsharded_ && !forward_next_->pending_gather_) {
+    forward_next_->start_gather();
+    ++forward_next_->prefetches_;
+  }
 }
 
 at::Tensor FSDPUnit::before_forward(const at::Tensor& input) {
-  unshard();
+  before_forward();
   if (options_.mp_policy.param_dtype && input.is_floating_point())
     return input.to(*options_.mp_policy.param_dtype);
   return input;
 }
 
+void FSDPUnit::forward_failed() {
+  if (!forward_stack.empty() && forward_stack.back() == this) forward_stack.pop_back();
+}
+
 at::Tensor FSDPUnit::after_forward(const at::Tensor& output) {
+  if (!forward_stack.empty() && forward_stack.back() == this) forward_stack.pop_back();
+  if (forward_stack.empty()) learn_order();  // the root's forward ends
   const bool backward_comes = output.requires_grad() && !params_.empty();
   if (!backward_comes || options_.reshard_after_forward) reshard();
   at::Tensor out = output;
@@ -222,6 +296,11 @@ at::Tensor FSDPUnit::after_forward(const at::Tensor& output) {
 
 void FSDPUnit::pre_backward() {
   unshard();
+  // Backward meets the units in the reverse order of forward.
+  if (backward_next_ && !backward_next_->unsharded_ && !backward_next_->pending_gather_) {
+    backward_next_->start_gather();
+    ++backward_next_->prefetches_;
+  }
   if (post_backward_queued_) return;
   post_backward_queued_ = true;
   std::weak_ptr<bool> alive = alive_;

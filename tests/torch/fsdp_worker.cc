@@ -137,6 +137,13 @@ void train(const std::string& what, const FullyShardOptions& options, const Make
   check(s.first->module()->weight.size(0) == rows && !s.first->unit().is_unsharded(),
         what + ": the first layer's weight holds " + std::to_string(s.first->module()->weight.size(0)) +
             " rows between steps, not this rank's " + std::to_string(rows));
+  // From the second step on, each layer's gather was started early by the
+  // unit before it (forward) or after it (backward).
+  if (steps > 1) {
+    check(s.first->unit().prefetches() > 0 && s.second->unit().prefetches() > 0,
+          what + ": no gather was prefetched (" + std::to_string(s.first->unit().prefetches()) + ", " +
+              std::to_string(s.second->unit().prefetches()) + ")");
+  }
 }
 
 MakeOptimizer sgd() {
