@@ -64,12 +64,16 @@
 
 namespace cohort {
 
+// MixedPrecisionPolicy: the dtypes of a unit's communication and compute
+// (torch's of the same name); unset means the parameters' own, and an
+// unset reduce_dtype means param_dtype.
 struct MixedPrecisionPolicy {
   std::optional<at::ScalarType> param_dtype;   // of gathered parameters and the input
   std::optional<at::ScalarType> reduce_dtype;  // of the gradient reduction
   std::optional<at::ScalarType> output_dtype;  // of the unit's output
 };
 
+// FullyShardOptions: fully_shard's keyword arguments.
 struct FullyShardOptions {
   // The mesh: 1-D (shard) or 2-D (replicate, shard: HSDP). Default: every
   // rank of the default group.
@@ -133,6 +137,8 @@ class FSDPUnit {
   struct Param;
   struct Gather;
   void pre_backward();
+  // grad_ready: autograd accumulated one parameter's gradient.
+  void grad_ready();
   void post_backward();
   // start_gather issues the unit's all_gather asynchronously (a prefetch);
   // unshard then finishes it.
@@ -152,7 +158,11 @@ class FSDPUnit {
   std::vector<Param> params_;
   bool unsharded_ = false;
   bool sync_gradients_ = true;
-  bool post_backward_queued_ = false;
+  // This backward: begun (its end-of-backward callback is queued), how
+  // many parameters' gradients are in, whether they were reduced.
+  bool in_backward_ = false;
+  size_t grads_ready_ = 0;
+  bool reduced_ = false;
   std::unique_ptr<Gather> pending_gather_;  // a prefetch in flight
   int64_t prefetches_ = 0;
   // The root: the units its forward ran, in order, while learning.
@@ -199,6 +209,10 @@ template <class M>
 std::shared_ptr<FullyShardImpl<M>> fully_shard(M module, FullyShardOptions options = {}) {
   return std::make_shared<FullyShardImpl<M>>(std::move(module), std::move(options));
 }
+
+// set_requires_gradient_sync sets it for every unit under `module` (as
+// torch's, which recurses).
+void set_requires_gradient_sync(torch::nn::Module& module, bool sync);
 
 // full_state_dict is every parameter and buffer of `module` by name, whole
 // on every rank (sharded ones gathered: collective, every rank calls it);

@@ -11,6 +11,8 @@
 #include "cohort/fsdp.h"
 
 #include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include <mutex>
@@ -89,6 +91,15 @@ DeviceMesh default_mesh() {
   return *cache->mesh;
 }
 
+// GradReady tells a unit that autograd has accumulated one of its
+// parameters' gradients (once per backward: autograd sums every use
+// first).
+struct GradReady : torch::autograd::PostAccumulateGradHook {
+  GradReady(std::function<void()> ready) : ready_(std::move(ready)) {}
+  void operator()(const torch::autograd::Variable&) override { ready_(); }
+  std::function<void()> ready_;
+};
+
 at::ScalarType or_else(const std::optional<at::ScalarType>& type, at::ScalarType fallback) {
   return type ? *type : fallback;
 }
@@ -112,6 +123,17 @@ FSDPUnit::FSDPUnit(torch::nn::Module& module, FullyShardOptions options)
   for (auto& named : module.named_parameters(/*recurse=*/true)) {
     at::Tensor p = named.value();
     if (registry().count(p.unsafeGetTensorImpl())) continue;  // an inner unit's
+    if (!p.device().is_cpu()) {
+      throw InvalidArgument("fully_shard: parameter " + named.key() + " is on " + p.device().str() +
+                            "; cohort's FSDP shards CPU parameters (its collectives run on the CPU backend)");
+    }
+    if (!params_.empty() && p.scalar_type() != params_.front().shard.scalar_type()) {
+      throw InvalidArgument("fully_shard: parameters " + params_.front().name + " (" +
+                            std::string(c10::toString(params_.front().shard.scalar_type())) + ") and " +
+                            named.key() + " (" + std::string(c10::toString(p.scalar_type())) +
+                            ") differ in dtype; one unit gathers its parameters as one buffer: wrap them "
+                            "in separate units");
+    }
     Param x;
     x.name = named.key();
     x.param = p;
@@ -128,6 +150,10 @@ FSDPUnit::FSDPUnit(torch::nn::Module& module, FullyShardOptions options)
       p.set_data(x.shard);
     }
     registry()[p.unsafeGetTensorImpl()] = this;
+    std::weak_ptr<bool> alive = alive_;
+    torch::autograd::impl::set_post_acc_grad_hooks(p, std::make_unique<GradReady>([this, alive] {
+                                                     if (auto a = alive.lock(); a && *a) grad_ready();
+                                                   }));
     params_.push_back(std::move(x));
   }
 }
@@ -135,7 +161,10 @@ FSDPUnit::FSDPUnit(torch::nn::Module& module, FullyShardOptions options)
 FSDPUnit::~FSDPUnit() {
   *alive_ = false;
   std::lock_guard<std::mutex> lock(registry_mu);
-  for (const Param& x : params_) registry().erase(x.param.unsafeGetTensorImpl());
+  for (const Param& x : params_) {
+    registry().erase(x.param.unsafeGetTensorImpl());
+    torch::autograd::impl::set_post_acc_grad_hooks(x.param, nullptr);
+  }
 }
 
 std::vector<std::pair<std::string, at::Tensor>> FSDPUnit::named_parameters() const {
@@ -251,6 +280,8 @@ void FSDPUnit::learn_order() {
 }
 
 void FSDPUnit::before_forward() {
+  // A backward of ours that failed never ended: a new forward starts over.
+  in_backward_ = false;
   if (!forward_stack.empty()) forward_stack.front()->record_forward(this);
   forward_stack.push_back(this);
   unshard();
@@ -301,16 +332,29 @@ void FSDPUnit::pre_backward() {
     backward_next_->start_gather();
     ++backward_next_->prefetches_;
   }
-  if (post_backward_queued_) return;
-  post_backward_queued_ = true;
+  if (in_backward_) return;
+  in_backward_ = true;
+  grads_ready_ = 0;
+  reduced_ = false;
+  // A parameter that backward does not reach never says it is ready: the
+  // end of backward reduces what is left.
   std::weak_ptr<bool> alive = alive_;
   torch::autograd::Engine::get_default_engine().queue_callback([this, alive] {
-    if (auto a = alive.lock(); a && *a) post_backward();
+    if (auto a = alive.lock(); !a || !*a) return;
+    if (!reduced_) post_backward();
+    in_backward_ = false;
   });
 }
 
+void FSDPUnit::grad_ready() {
+  if (!in_backward_ || reduced_) return;
+  // Every parameter's gradient is in: reduce now, and free the whole
+  // parameters and gradients, before backward reaches the units before.
+  if (++grads_ready_ == params_.size()) post_backward();
+}
+
 void FSDPUnit::post_backward() {
-  post_backward_queued_ = false;
+  reduced_ = true;
   at::NoGradGuard no_grad;
   // Whole gradients (zeros for a parameter backward did not reach: every
   // rank must reduce the same layout).
@@ -331,24 +375,33 @@ void FSDPUnit::post_backward() {
     reshard();
     return;
   }
-  const at::ScalarType dtype = or_else(options_.mp_policy.reduce_dtype,
-                                       params_.empty() ? at::kFloat : params_.front().shard.scalar_type());
+  // As torch: reduce in reduce_dtype, else in param_dtype, else in the
+  // parameters' own.
+  const at::ScalarType dtype =
+      or_else(options_.mp_policy.reduce_dtype,
+              or_else(options_.mp_policy.param_dtype,
+                      params_.empty() ? at::kFloat : params_.front().shard.scalar_type()));
   int64_t total = 0;
   for (const Param& x : params_) total += x.chunk * x.row_numel;
-  // Row r of `input` holds, for every parameter, the padded rows of rank r.
-  at::Tensor input = at::zeros({shard_size_, total}, at::TensorOptions().dtype(dtype));
+  // Row j of `input` holds, for every parameter, rank j's padded rows:
+  // copied straight from the whole gradient, the padding zeroed.
+  at::Tensor input = at::empty({shard_size_, total}, at::TensorOptions().dtype(dtype));
   int64_t at_ = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     Param& x = params_[i];
-    at::Tensor g = whole[i].to(dtype).reshape({-1});
+    at::Tensor g = whole[i].to(dtype).contiguous().view({-1});
     if (x.unsynced.defined()) {
       g = g + x.unsynced.to(dtype).reshape({-1});
       x.unsynced = at::Tensor();
     }
     const int64_t piece = x.chunk * x.row_numel;
-    at::Tensor padded = at::zeros({shard_size_ * piece}, g.options());
-    padded.narrow(0, 0, g.numel()).copy_(g);
-    input.narrow(1, at_, piece).copy_(padded.view({shard_size_, piece}));
+    for (int j = 0; j < shard_size_; ++j) {
+      const int64_t first = std::min<int64_t>(x.rows, x.chunk * j) * x.row_numel;
+      const int64_t length = std::min<int64_t>(piece, x.rows * x.row_numel - first);
+      at::Tensor to = input[j].narrow(0, at_, piece);
+      if (length > 0) to.narrow(0, 0, length).copy_(g.narrow(0, first, length));
+      if (length < piece) to.narrow(0, length, piece - length).zero_();
+    }
     at_ += piece;
   }
   at::Tensor reduced = at::empty({total}, input.options());
@@ -382,6 +435,12 @@ void FSDPUnit::load_full(const at::Tensor& parameter, const at::Tensor& value) {
   at::NoGradGuard no_grad;
   const at::Tensor rows = value.dim() == 0 ? value.reshape({1}) : value;
   x.shard.copy_(rows.narrow(0, x.start, x.length).reshape(x.shard.sizes()));
+}
+
+void set_requires_gradient_sync(torch::nn::Module& module, bool sync) {
+  for (const at::Tensor& p : module.parameters(true)) {
+    if (FSDPUnit* unit = unit_of(p)) unit->set_requires_gradient_sync(sync);
+  }
 }
 
 std::map<std::string, at::Tensor> full_state_dict(torch::nn::Module& module) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cohort/dtensor.h"
+#include "cohort/dtensor_ops.h"
 #include "cohort/errors.h"
 
 using namespace cohort;
@@ -138,6 +139,132 @@ void two_dimensions(const DeviceMesh& mesh, const at::Tensor& base) {
   check(twice.find("along two mesh dimensions") != std::string::npos, "Shard(0) twice: " + twice);
 }
 
+// operators: every rule of dtensor_ops.h, on a 1-D mesh, against the same
+// operation on whole tensors: the result's layout, its whole value, and
+// for a tensor-parallel MLP every gradient.
+void operators(const DeviceMesh& mesh) {
+  const int k = mesh.size(), r = mesh.get_local_rank();
+  auto random = [](std::vector<int64_t> shape, int seed) {
+    torch::manual_seed(seed);
+    return torch::randn(shape, at::kDouble);
+  };
+  auto laid_out = [&](const DTensor& d, const Placement& p, const std::string& what) {
+    check(d.placements()[0] == p, what + " is laid out as " + d.to_string() + ", not " + p.to_string());
+  };
+  auto whole = [&](const DTensor& d, const at::Tensor& want, const std::string& what) {
+    const at::Tensor got = d.full_tensor();
+    check(got.sizes() == want.sizes() && at::allclose(got, want), what + ": the whole differs");
+  };
+  const at::Tensor A = random({6, 5}, 1), B = random({6, 5}, 2);
+  auto on = [&](const at::Tensor& t, const Placement& p) { return distribute_tensor(t, mesh, {p}); };
+
+  // Elementwise.
+  DTensor c = add(on(A, Shard(0)), on(B, Shard(0)));
+  laid_out(c, Shard(0), "Shard(0) + Shard(0)");
+  whole(c, A + B, "add");
+  c = mul(on(A, Shard(0)), on(B, Replicate()));
+  laid_out(c, Shard(0), "Shard(0) * Replicate");
+  whole(c, A * B, "mul");
+  c = sub(on(A, Shard(1)), on(B, Shard(0)));
+  laid_out(c, Shard(1), "Shard(1) - Shard(0)");
+  whole(c, A - B, "sub");
+  c = gelu(on(A, Shard(1)));
+  laid_out(c, Shard(1), "gelu(Shard(1))");
+  whole(c, at::gelu(A), "gelu");
+  const double f = k * (k + 1) / 2.0;  // a Partial of x * (rank + 1) is x * f
+  const DTensor p = DTensor::from_local(A * (r + 1), mesh, {Partial()});
+  const DTensor q = DTensor::from_local(B * (r + 1), mesh, {Partial()});
+  c = add(p, q);
+  laid_out(c, Partial(), "Partial + Partial");
+  whole(c, (A + B) * f, "add of partials");
+  c = mul(p, on(B, Replicate()));
+  laid_out(c, Partial(), "Partial * Replicate");
+  whole(c, A * f * B, "mul of a partial by a replicate");
+  c = mul(p, q);
+  laid_out(c, Replicate(), "Partial * Partial");
+  whole(c, A * f * B * f, "mul of partials");
+  c = neg(mul(p, 2.0));
+  laid_out(c, Partial(), "-(Partial * 2)");
+  whole(c, -A * f * 2, "neg and mul by a number");
+  c = relu(p);
+  laid_out(c, Replicate(), "relu(Partial)");
+  whole(c, at::relu(A * f), "relu of a partial");
+
+  // matmul, every pair of layouts of a [6, 4] and a [4, 5].
+  const at::Tensor X = random({6, 4}, 3), M = random({4, 5}, 4);
+  struct Case {
+    Placement a, b, out;
+  };
+  for (const Case& m : {Case{Shard(0), Replicate(), Shard(0)}, Case{Replicate(), Shard(1), Shard(1)},
+                        Case{Shard(1), Shard(0), Partial()}, Case{Replicate(), Replicate(), Replicate()},
+                        Case{Shard(1), Replicate(), Partial()}, Case{Replicate(), Shard(0), Partial()},
+                        Case{Shard(0), Shard(1), Shard(0)}, Case{Shard(1), Shard(1), Partial()},
+                        Case{Shard(0), Shard(0), Partial()}}) {
+    const std::string what = "matmul of " + m.a.to_string() + " and " + m.b.to_string();
+    c = matmul(on(X, m.a), on(M, m.b));
+    laid_out(c, m.out, what);
+    whole(c, at::matmul(X, M), what);
+  }
+  c = sum(on(A, Shard(0)), 0);
+  laid_out(c, Partial(), "sum over the sharded dimension");
+  whole(c, A.sum(0), "sum(0)");
+  c = sum(on(A, Shard(1)), 0);
+  laid_out(c, Shard(0), "sum before the sharded dimension");
+  whole(c, A.sum(0), "sum(0) of Shard(1)");
+  whole(sum(on(A, Shard(1))), A.sum(), "sum of everything");
+  c = reshape(on(A, Shard(0)), {6, 1, 5});
+  laid_out(c, Shard(0), "reshape after the sharded dimension");
+  whole(c, A.reshape({6, 1, 5}), "reshape");
+  c = view(on(A.reshape({6, 5, 1}), Shard(0)), {6, 5});
+  laid_out(c, Shard(0), "view that drops a trailing dimension");
+  whole(c, A, "view");
+
+  // A tensor-parallel MLP, column-wise then row-wise (Megatron's), its
+  // input's layer replicated: output and every gradient as the whole
+  // model's.
+  const at::Tensor x = random({6, 4}, 5), w1 = random({5, 4}, 6), b1 = random({5}, 7), w2 = random({3, 5}, 8),
+                   b2 = random({3}, 9), coefficient = random({6, 3}, 10);
+  std::vector<at::Tensor> ref = {x.clone().requires_grad_(), w1.clone().requires_grad_(),
+                                 b1.clone().requires_grad_(), w2.clone().requires_grad_(),
+                                 b2.clone().requires_grad_()};
+  const at::Tensor want = at::linear(at::relu(at::linear(ref[0], ref[1], ref[2])), ref[3], ref[4]);
+  (want * coefficient).sum().backward();
+  DTensor dx = on(x.clone().requires_grad_(), Replicate());
+  DTensor dw1 = on(w1.clone().requires_grad_(), Shard(0)), db1 = on(b1.clone().requires_grad_(), Shard(0));
+  DTensor dw2 = on(w2.clone().requires_grad_(), Shard(1)), db2 = on(b2.clone().requires_grad_(), Replicate());
+  const DTensor h = relu(linear(dx, dw1, db1));
+  laid_out(h, Shard(1), "column-wise linear and relu");
+  const DTensor y = linear(h, dw2, db2);
+  laid_out(y, Replicate(), "row-wise linear with a bias");
+  whole(y, want.detach(), "the tensor-parallel MLP");
+  (y.to_local() * coefficient).sum().backward();
+  auto gradient = [&](const DTensor& d, const at::Tensor& full, const std::string& what) {
+    const at::Tensor& g = d.to_local().grad();
+    const Placement& pl = d.placements()[0];
+    const at::Tensor expect = pl.is_shard() ? piece(full, pl.dim, k, r) : full;
+    check(g.defined() && g.sizes() == expect.sizes() && at::allclose(g, expect), "the gradient of " + what);
+  };
+  gradient(dx, ref[0].grad(), "the replicated input (summed over the column shards)");
+  gradient(dw1, ref[1].grad(), "the column-wise weight");
+  gradient(db1, ref[2].grad(), "the column-wise bias");
+  gradient(dw2, ref[3].grad(), "the row-wise weight");
+  gradient(db2, ref[4].grad(), "the row-wise bias");
+  // Data parallel: a batch-sharded input and a replicated weight.
+  DTensor rows = on(x, Shard(0)), weight = on(w1.clone().requires_grad_(), Replicate());
+  (linear(rows, weight).full_tensor() * random({6, 5}, 11)).sum().backward();
+  const at::Tensor w_ref = w1.clone().requires_grad_();
+  (at::linear(x, w_ref) * random({6, 5}, 11)).sum().backward();
+  gradient(weight, w_ref.grad(), "a replicated weight of a batch-sharded input (summed over the batch)");
+
+  const std::string shapes = invalid([&] { add(on(A, Shard(0)), on(X, Shard(0))); });
+  check(shapes.find("add: the shapes differ") != std::string::npos &&
+            shapes.find("Shard(dim=0)") != std::string::npos,
+        "add of two shapes names the operation and layouts: " + shapes);
+  const std::string sharded = invalid([&] { reshape(on(A, Shard(1)), {30}); });
+  check(sharded.find("reshape: to [30] changes dimension 1, which the mesh shards") != std::string::npos,
+        "a reshape of the sharded dimension: " + sharded);
+}
+
 std::string line(const std::string& name, const at::Tensor& t) {
   std::string shape = "[", values;
   for (int64_t i = 0; i < t.dim(); ++i) shape += (i ? ", " : "") + std::to_string(t.size(i));
@@ -194,7 +321,9 @@ int main(int argc, char** argv) {
     if (comparing) {
       compare(base);
     } else {
-      one_dimension(init_device_mesh("cpu", {world}), base);
+      const DeviceMesh flat = init_device_mesh("cpu", {world});
+      one_dimension(flat, base);
+      operators(flat);
       if (world == 4) two_dimensions(init_device_mesh("cpu", {2, 2}, {"dp", "tp"}), base);
     }
     destroy_process_group();

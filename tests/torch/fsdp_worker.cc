@@ -121,8 +121,7 @@ void train(const std::string& what, const FullyShardOptions& options, const Make
       const at::Tensor mx = mine(x, m, microbatches), my = mine(y, m, microbatches);
       torch::mse_loss(ref->forward(mx), my).backward();
       const bool last = m == microbatches - 1;
-      for (FSDPUnit* unit : {&s.first->unit(), &s.second->unit(), &s.root->unit()})
-        unit->set_requires_gradient_sync(last);
+      set_requires_gradient_sync(*s.root, last);  // every unit under the root
       const at::Tensor lx = mine(mx, get_rank(), world), ly = mine(my, get_rank(), world);
       torch::mse_loss(s.root->forward(lx), ly).backward();
     }
