@@ -117,6 +117,8 @@ class FSDPUnit {
   // full shapes.
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
   std::vector<int64_t> full_shape(const at::Tensor& parameter) const;
+  // shard_offset is the first row of the parameter this rank holds.
+  int64_t shard_offset(const at::Tensor& parameter) const;
   const DeviceMesh& mesh() const { return mesh_; }
 
   // prefetches counts the gathers this unit got started early by another
@@ -209,6 +211,9 @@ template <class M>
 std::shared_ptr<FullyShardImpl<M>> fully_shard(M module, FullyShardOptions options = {}) {
   return std::make_shared<FullyShardImpl<M>>(std::move(module), std::move(options));
 }
+
+// fsdp_unit_of is the unit that shards `parameter`, or null.
+FSDPUnit* fsdp_unit_of(const at::Tensor& parameter);
 
 // set_requires_gradient_sync sets it for every unit under `module` (as
 // torch's, which recurses).

@@ -184,6 +184,14 @@ std::vector<int64_t> FSDPUnit::full_shape(const at::Tensor& parameter) const {
   return param_of(parameter, "full_shape").shape;
 }
 
+int64_t FSDPUnit::shard_offset(const at::Tensor& parameter) const {
+  return param_of(parameter, "shard_offset").start;
+}
+
+FSDPUnit* fsdp_unit_of(const at::Tensor& parameter) {
+  return unit_of(parameter);
+}
+
 void FSDPUnit::start_gather() {
   if (unsharded_ || pending_gather_ || params_.empty()) return;
   const at::ScalarType dtype = or_else(options_.mp_policy.param_dtype, params_.front().shard.scalar_type());

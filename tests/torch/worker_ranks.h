@@ -13,16 +13,19 @@
 
 namespace cohort::testing {
 
-// start_ranks runs `argv` as `world` ranks; returns each one's output
-// after checking that it exited 0.
-inline std::vector<std::string> start_ranks(int world, const std::vector<std::string>& argv) {
+// start_ranks runs `argv` as `world` ranks (with `env` added to each
+// one's environment); returns each one's output after checking that it
+// exited 0.
+inline std::vector<std::string> start_ranks(int world, const std::vector<std::string>& argv,
+                                            const std::vector<std::string>& env = {}) {
   const uint16_t port = free_port();
   std::vector<std::unique_ptr<Subprocess>> ranks;
   for (int r = 0; r < world; ++r) {
-    ranks.push_back(std::make_unique<Subprocess>(
-        argv, std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
-                                       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
-                                       "OMP_NUM_THREADS=1"}));
+    std::vector<std::string> vars{"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
+                                  "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                  "OMP_NUM_THREADS=1"};
+    vars.insert(vars.end(), env.begin(), env.end());
+    ranks.push_back(std::make_unique<Subprocess>(argv, vars));
   }
   std::vector<std::string> out;
   for (int r = 0; r < world; ++r) {
