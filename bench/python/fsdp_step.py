@@ -2,7 +2,11 @@
 # "cohort": the MLP 784-2048-2048-10 of ddp_bench, each Linear its own
 # unit and the root last, SGD with momentum, one thread per rank. Run it
 # under cohortrun or torch.distributed.run (env://). Prints one line:
-#   fsdp_bench <backend> world=P batch=B step_ms=median
+#   fsdp_bench <backend> world=P batch=B step_ms=median peak_mb=M
+# peak_mb and held_mb: the growth of the process's resident high-water mark
+# (VmHWM) and of its resident size between steps (VmRSS) from just before
+# the model is made, as bench/fsdp_bench.cc measures them (run with
+# MALLOC_MMAP_THRESHOLD_ fixed, as compare_fsdp.sh does).
 import argparse
 import statistics
 import time
@@ -11,6 +15,14 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+def status_mb(what):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(what + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def main():
@@ -28,6 +40,10 @@ def main():
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    x = torch.randn(a.batch, 1, 28, 28)
+    y = torch.randint(0, 10, (a.batch,))
+    baseline = status_mb("VmRSS")
+    torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
                           nn.Linear(2048, 10))
     for layer in model:
@@ -35,8 +51,6 @@ def main():
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(a.batch, 1, 28, 28)
-    y = torch.randint(0, 10, (a.batch,))
 
     def step():
         opt.zero_grad()
@@ -51,11 +65,13 @@ def main():
         t0 = time.perf_counter()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
-    result = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    result = torch.tensor([statistics.median(times), status_mb("VmHWM") - baseline, status_mb("VmRSS") - baseline],
+                          dtype=torch.float64)
     dist.all_reduce(result, op=dist.ReduceOp.MAX)
     if dist.get_rank() == 0:
         print(f"fsdp_bench {a.backend} world={dist.get_world_size()} batch={a.batch} "
-              f"step_ms={result.item():.2f}", flush=True)
+              f"step_ms={result[0].item():.2f} peak_mb={result[1].item():.1f} held_mb={result[2].item():.1f}",
+              flush=True)
     dist.destroy_process_group()
 
 

@@ -28,8 +28,8 @@
 //   every rank): the backward of an all_gather is a local cut, of a cut an
 //   all_gather, of a reduce_scatter an all_gather.
 //
-// Not yet (torch has them): sharding propagation through operators (use
-// to_local and from_local around local computation), a tensor dimension
+// Operators on DTensors, with their sharding propagation, are in
+// cohort/dtensor_ops.h. Not yet (torch has them): a tensor dimension
 // sharded by two mesh dimensions, Partial in distribute_tensor.
 #pragma once
 

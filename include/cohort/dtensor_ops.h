@@ -29,7 +29,8 @@
 //   weight Shard(0) (column-wise) gives the output's last dimension
 //   sharded, weight Shard(1) (row-wise) with x sharded on its last
 //   dimension gives Partial, reduced to Replicate before the bias is added
-//   (as torch's add of a Replicate to a Partial).
+//   (torch lays the bias out as Partial instead, a k-th on each rank; the
+//   values are the same).
 // - sum(a, dim): a dimension sharded by the mesh becomes Partial(sum);
 //   the others keep their placement (renumbered when the dimension goes).
 // - reshape and view: only dimensions before and after the part of the

@@ -21,9 +21,10 @@
 // - Before a unit's forward its parameters are all-gathered (one
 //   collective per unit); after it they are freed again when
 //   reshard_after_forward (the default) and gathered again when backward
-//   reaches the unit; gradients are reduce-scattered and averaged into the
-//   shards at the end of backward (one collective per unit), so that any
-//   libtorch optimizer steps on them.
+//   reaches the unit; once backward has every gradient of the unit, they
+//   are reduce-scattered and averaged into the shards (one collective per
+//   unit) and the whole parameters and gradients freed, so that any
+//   libtorch optimizer steps on the shards.
 // - Prefetch: the root learns the order of its units in the first
 //   forward; from then on a unit's forward starts the next unit's gather
 //   (asynchronously, on the group's worker) before it computes, and in
@@ -46,9 +47,9 @@
 // torch::nn::Sequential. A module whose forward takes something else keeps
 // an FSDPUnit of its own and calls it around its computation:
 //
-//   auto gathered = unit.before_forward();   // in your forward
+//   unit.before_forward();                   // in your forward: gathers
 //   at::Tensor out = ...;                    // your computation
-//   return unit.after_forward(out);
+//   return unit.after_forward(out);          // frees; arranges backward
 #pragma once
 
 #include <torch/nn/module.h>
@@ -138,10 +139,14 @@ class FSDPUnit {
  private:
   struct Param;
   struct Gather;
+  struct Reduction;
   void pre_backward();
   // grad_ready: autograd accumulated one parameter's gradient.
   void grad_ready();
+  // post_backward starts the reduction of the unit's gradients;
+  // finish_reduction (at the end of backward) puts them into the shards.
   void post_backward();
+  void finish_reduction();
   // start_gather issues the unit's all_gather asynchronously (a prefetch);
   // unshard then finishes it.
   void start_gather();
@@ -165,7 +170,8 @@ class FSDPUnit {
   bool in_backward_ = false;
   size_t grads_ready_ = 0;
   bool reduced_ = false;
-  std::unique_ptr<Gather> pending_gather_;  // a prefetch in flight
+  std::unique_ptr<Gather> pending_gather_;        // a prefetch in flight
+  std::unique_ptr<Reduction> pending_reduction_;  // gradients being reduced
   int64_t prefetches_ = 0;
   // The root: the units its forward ran, in order, while learning.
   bool learning_order_ = true;

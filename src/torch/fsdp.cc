@@ -33,6 +33,7 @@ struct FSDPUnit::Param {
   int64_t chunk = 0;              // rows per rank, padded: ceil(rows / shard size)
   int64_t start = 0, length = 0;  // this rank's rows
   int64_t row_numel = 1;
+  at::Tensor whole;       // the gathered parameter (its memory freed while resharded)
   at::Tensor saved_grad;  // the shard's gradient while param is whole
   at::Tensor unsynced;    // whole gradients summed while sync is off
 };
@@ -45,6 +46,13 @@ struct FSDPUnit::Gather {
   // The parameters' versions when it started: an optimizer step (or a
   // load) since then makes a prefetched gather stale.
   std::vector<uint32_t> versions;
+};
+
+// Reduction is a unit's reduce_scatter of its gradients, in flight.
+struct FSDPUnit::Reduction {
+  at::Tensor input;
+  at::Tensor reduced;
+  std::shared_ptr<Work> work;
 };
 
 namespace {
@@ -218,8 +226,27 @@ void FSDPUnit::finish_gather(Gather& gather) {
   at::NoGradGuard no_grad;
   for (Param& x : params_) {
     const int64_t piece = x.chunk * x.row_numel;
-    // Rank 0's rows, then rank 1's, ...: the whole, padding cut off.
-    at::Tensor whole = gather.all.narrow(1, at_, piece).reshape({-1}).narrow(0, 0, x.rows * x.row_numel);
+    // The whole parameter lives in one tensor for the unit's life; its
+    // memory is given back on reshard and taken again here (as torch's
+    // FSDP resizes its storage), so that what autograd saved of it (a
+    // transposed view of a Linear's weight) sees the gathered values again
+    // in backward instead of keeping a copy alive in between.
+    const at::ScalarType dtype = gather.all.scalar_type();
+    const size_t bytes = static_cast<size_t>(x.rows * x.row_numel) * c10::elementSize(dtype);
+    if (!x.whole.defined() || x.whole.scalar_type() != dtype) {
+      x.whole = at::empty(x.shape, at::TensorOptions().dtype(dtype));
+    } else if (x.whole.storage().nbytes() != bytes) {
+      c10::StorageImpl* storage = x.whole.storage().unsafeGetStorageImpl();
+      storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+      storage->set_nbytes(bytes);
+    }
+    // Rank j's rows, from row j of the gathered buffer, padding left out.
+    const at::Tensor flat = x.whole.view({-1});
+    for (int j = 0; j < shard_size_; ++j) {
+      const int64_t first = std::min<int64_t>(x.rows, x.chunk * j) * x.row_numel;
+      const int64_t length = std::min<int64_t>(piece, x.rows * x.row_numel - first);
+      if (length > 0) flat.narrow(0, first, length).copy_(gather.all[j].narrow(0, at_, length));
+    }
     at_ += piece;
     // The shard's gradient waits aside while the parameter is whole: a
     // gradient accumulated now is whole too.
@@ -227,7 +254,7 @@ void FSDPUnit::finish_gather(Gather& gather) {
       x.saved_grad = x.param.grad();
       x.param.mutable_grad() = at::Tensor();
     }
-    x.param.set_data(whole.view(x.shape));
+    x.param.set_data(x.whole);
   }
 }
 
@@ -256,6 +283,8 @@ void FSDPUnit::reshard() {
   at::NoGradGuard no_grad;
   for (Param& x : params_) {
     x.param.set_data(x.shard);
+    // Its memory goes back; the tensor (and autograd's views of it) stays.
+    if (x.whole.defined()) x.whole.storage().unsafeGetStorageImpl()->reset();
     if (x.saved_grad.defined()) {
       x.param.mutable_grad() = x.saved_grad;
       x.saved_grad = at::Tensor();
@@ -290,6 +319,7 @@ void FSDPUnit::learn_order() {
 void FSDPUnit::before_forward() {
   // A backward of ours that failed never ended: a new forward starts over.
   in_backward_ = false;
+  finish_reduction();
   if (!forward_stack.empty()) forward_stack.front()->record_forward(this);
   forward_stack.push_back(this);
   unshard();
@@ -350,6 +380,7 @@ void FSDPUnit::pre_backward() {
   torch::autograd::Engine::get_default_engine().queue_callback([this, alive] {
     if (auto a = alive.lock(); !a || !*a) return;
     if (!reduced_) post_backward();
+    finish_reduction();
     in_backward_ = false;
   });
 }
@@ -410,16 +441,35 @@ void FSDPUnit::post_backward() {
       if (length > 0) to.narrow(0, 0, length).copy_(g.narrow(0, first, length));
       if (length < piece) to.narrow(0, length, piece - length).zero_();
     }
+    whole[i] = at::Tensor();  // the whole gradient is in `input` now: free it
     at_ += piece;
   }
-  at::Tensor reduced = at::empty({total}, input.options());
-  reduce_scatter_tensor(reduced, input, ReduceOp::AVG, shard_group_);
-  if (replicate_group_) all_reduce(reduced, ReduceOp::AVG, replicate_group_);
+  // The reduction runs on the group's worker while backward goes on to
+  // the units before; the end of backward collects it (finish_reduction).
+  auto reduction = std::make_unique<Reduction>();
+  reduction->input = input;
+  reduction->reduced = at::empty({total}, input.options());
+  reduction->work =
+      reduce_scatter_tensor(reduction->reduced, input, ReduceOp::AVG, shard_group_, /*async_op=*/true);
+  pending_reduction_ = std::move(reduction);
   reshard();  // the shards' earlier gradients are back in param.grad
-  at_ = 0;
+}
+
+void FSDPUnit::finish_reduction() {
+  if (!pending_reduction_) return;
+  std::unique_ptr<Reduction> reduction = std::move(pending_reduction_);
+  reduction->work->wait();
+  reduction->input = at::Tensor();
+  at::NoGradGuard no_grad;
+  at::Tensor reduced = reduction->reduced;
+  if (replicate_group_) all_reduce(reduced, ReduceOp::AVG, replicate_group_);
+  const at::ScalarType dtype = params_.empty() ? reduced.scalar_type() : params_.front().shard.scalar_type();
+  if (reduced.scalar_type() != dtype) reduced = reduced.to(dtype);
+  int64_t at_ = 0;
   for (Param& x : params_) {
-    at::Tensor g =
-        reduced.narrow(0, at_, x.length * x.row_numel).to(x.shard.scalar_type()).view(x.shard.sizes());
+    // A tensor of its own (not a view of the unit's buffer: optimizers
+    // may detach gradients in place).
+    at::Tensor g = reduced.narrow(0, at_, x.length * x.row_numel).view(x.shard.sizes());
     at_ += x.chunk * x.row_numel;
     x.param.mutable_grad() = x.param.grad().defined() ? x.param.grad() + g : g.clone();
   }
@@ -443,6 +493,12 @@ void FSDPUnit::load_full(const at::Tensor& parameter, const at::Tensor& value) {
   at::NoGradGuard no_grad;
   const at::Tensor rows = value.dim() == 0 ? value.reshape({1}) : value;
   x.shard.copy_(rows.narrow(0, x.start, x.length).reshape(x.shard.sizes()));
+  // A gather prefetched before this holds the old values: every rank
+  // loads the same state, so every rank drops it and gathers again.
+  if (pending_gather_) {
+    pending_gather_->work->wait();
+    pending_gather_.reset();
+  }
 }
 
 void set_requires_gradient_sync(torch::nn::Module& module, bool sync) {
