@@ -70,7 +70,11 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--mode") == 0) mode = argv[i + 1];
   }
-  for (int i = 1; i < argc; ++i) memory = memory || std::strcmp(argv[i], "--memory") == 0;
+  bool keep_whole = false;  // --no-reshard-after-forward
+  for (int i = 1; i < argc; ++i) {
+    memory = memory || std::strcmp(argv[i], "--memory") == 0;
+    keep_whole = keep_whole || std::strcmp(argv[i], "--no-reshard-after-forward") == 0;
+  }
   at::set_num_threads(1);
   if (memory) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   cohort::init_process_group();
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
   } else {
     cohort::FullyShardOptions options;
     options.mesh = cohort::init_device_mesh("cpu", {cohort::get_world_size()});
+    options.reshard_after_forward = !keep_whole;
     auto first = cohort::fully_shard(layers.first, options);
     auto second = cohort::fully_shard(layers.second, options);
     auto third = cohort::fully_shard(layers.third, options);

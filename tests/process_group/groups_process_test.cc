@@ -14,20 +14,21 @@
 namespace cohort::testing {
 namespace {
 
-// run_groups runs 4 groups_worker ranks in `mode` and returns each one's
-// output, after checking that every rank said "ok" and exited 0.
-std::vector<std::string> run_groups(const std::string& mode, const std::vector<std::string>& extra_env = {}) {
+// run_groups runs `world` (4) groups_worker ranks in `mode` and returns
+// each one's output, after checking that every rank said "ok" and exited 0.
+std::vector<std::string> run_groups(const std::string& mode, const std::vector<std::string>& extra_env = {},
+                                    int world = 4) {
   const uint16_t port = free_port();
   std::vector<std::unique_ptr<Subprocess>> ranks;
-  for (int r = 0; r < 4; ++r) {
-    std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1",
-                                    "MASTER_PORT=" + std::to_string(port)};
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
+                                    "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     ranks.push_back(std::make_unique<Subprocess>(
         std::vector<std::string>{binary_path("tests/groups_worker"), mode}, env));
   }
   std::vector<std::string> out;
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < world; ++r) {
     out.push_back(ranks[r]->read_all(std::chrono::seconds(90)));
     EXPECT_EQ(ranks[r]->wait(), 0) << "rank " << r << ": " << out.back();
     EXPECT_NE(out.back().find("rank " + std::to_string(r) + " ok"), std::string::npos) << out.back();
@@ -126,29 +127,39 @@ TEST(DeviceMeshAsTorch, A2x2MeshHasItsCoordinatesGroupsAndSubMeshesOnEveryRank) 
       << out[3];
 }
 
-TEST(DeviceMeshAsTorch, EveryRankSaysWhatTorchsDeviceMeshSaysOfTheSameMeshes) {
-  // torch 2.13's DeviceMesh over gloo, 4 processes, against cohort's.
+// same_as_torchs_mesh runs mesh-print and tests/python/mesh_reference.py
+// (torch 2.13's DeviceMesh over gloo) at `world` ranks: line by line equal.
+void same_as_torchs_mesh(int world) {
   const std::string python = COHORT_PYTHON_EXECUTABLE;
   if (python.empty() ||
       std::system((python + " -c 'import torch.distributed.device_mesh' 2>/dev/null").c_str()) != 0) {
     GTEST_SKIP() << "no python with torch to compare with";
   }
-  auto ours = run_groups("mesh-print");
+  auto ours = run_groups("mesh-print", {}, world);
   const uint16_t port = free_port();
   std::vector<std::unique_ptr<Subprocess>> ranks;
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < world; ++r) {
     ranks.push_back(std::make_unique<Subprocess>(
         std::vector<std::string>{python, std::string(COHORT_SOURCE_DIR) + "/tests/python/mesh_reference.py"},
-        std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1",
-                                 "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"}));
+        std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
+                                 "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                                 "OMP_NUM_THREADS=1"}));
   }
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < world; ++r) {
     const std::string theirs = ranks[r]->read_all(std::chrono::seconds(120));
     ASSERT_EQ(ranks[r]->wait(), 0) << theirs;
     const auto want = rank_lines(theirs), got = rank_lines(ours[r]);
     ASSERT_EQ(want.size(), 3u) << theirs;
     EXPECT_EQ(got, want) << "rank " << r;
   }
+}
+
+TEST(DeviceMeshAsTorch, EveryRankSaysWhatTorchsDeviceMeshSaysOfTheSameMeshes) {
+  same_as_torchs_mesh(4);  // 2 x 2, 4, 1 x 2 x 2
+}
+
+TEST(DeviceMeshAsTorch, SixRanksOnA2x3MeshSayWhatTorchsSay) {
+  same_as_torchs_mesh(6);  // 2 x 3, 6, 1 x 2 x 3
 }
 
 TEST(GroupsAsTorch, NonMembersGetAHandleWhoseCallsDoNothingAndMembersSum) {

@@ -157,9 +157,11 @@ std::string mesh_line(const std::string& name, const DeviceMesh& m, const std::v
 }
 
 int mesh_print(int rank) {
-  DeviceMesh square = init_device_mesh("cpu", {2, 2}, {"dp", "tp"});
-  DeviceMesh flat = init_device_mesh("cpu", {4});
-  DeviceMesh hsdp = init_device_mesh("cpu", {1, 2, 2}, {"rep", "dp", "tp"});
+  // 2 x 2 at 4 ranks, 2 x 3 at 6.
+  const int cols = get_world_size() / 2;
+  DeviceMesh square = init_device_mesh("cpu", {2, cols}, {"dp", "tp"});
+  DeviceMesh flat = init_device_mesh("cpu", {get_world_size()});
+  DeviceMesh hsdp = init_device_mesh("cpu", {1, 2, cols}, {"rep", "dp", "tp"});
   std::printf("rank %d %s\n", rank, mesh_line("square", square, {square["tp"], square["dp"]}).c_str());
   std::printf("rank %d %s\n", rank, mesh_line("flat", flat, {}).c_str());
   std::printf(

@@ -1,6 +1,6 @@
 """torch's own DeviceMesh, for tests/process_group/groups_process_test.cc.
 
-Run as one rank of 4 (env://, gloo): prints, for three meshes, one line of
+Run as one rank of 4 or 6 (env://, gloo): prints, for three meshes, one line of
 what torch 2.13 says of each (its repr, this rank's coordinate, local
 ranks, the ranks of its group along each dimension, sub-meshes), in the
 format groups_worker's mesh-print mode prints cohort's, so that the test
@@ -20,9 +20,10 @@ def line(name, mesh, subs):
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
-square = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
-flat = init_device_mesh("cpu", (4,))
-hsdp = init_device_mesh("cpu", (1, 2, 2), mesh_dim_names=("rep", "dp", "tp"))
+cols = dist.get_world_size() // 2  # 2 x 2 at 4 ranks, 2 x 3 at 6
+square = init_device_mesh("cpu", (2, cols), mesh_dim_names=("dp", "tp"))
+flat = init_device_mesh("cpu", (dist.get_world_size(),))
+hsdp = init_device_mesh("cpu", (1, 2, cols), mesh_dim_names=("rep", "dp", "tp"))
 print(f"rank {rank} " + line("square", square, [square["tp"], square["dp"]]), flush=True)
 print(f"rank {rank} " + line("flat", flat, []), flush=True)
 print(f"rank {rank} " + line("hsdp", hsdp, [hsdp["rep", "tp"], hsdp["dp", "tp"]]), flush=True)

@@ -8,9 +8,10 @@
 // - load: at any world size, loads the checkpoint into a fresh FSDP network
 //   (other values) and the DTensor laid out column-wise, and compares each
 //   with the whole values saved beside them.
-// - crash: rank 1 leaves without saving; rank 0's save must fail naming
-//   rank 1, and must leave the previous checkpoint as it was.
+// - crash: rank 1 is killed (SIGKILL) while it saves; rank 0's save must
+//   fail naming rank 1, and must leave the previous checkpoint as it was.
 // Prints "rank R ok: ..." and exits 0, or says what was wrong and exits 1.
+#include <signal.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -124,17 +125,13 @@ void save_mode(const std::string& dir) {
 void crash_mode(const std::string& dir) {
   dcp::StateDict state{{"step", dcp::Entry::integer(99)}, {"known", dcp::Entry::tensor(known() * 2)}};
   if (get_rank() == 1) {
-    // It takes part in the save (the id), then fails to write and is
-    // gone, as a rank that dies mid-save: its directory cannot be made.
-    const std::string blocked = dir + ".not-a-directory";
-    std::fclose(std::fopen(blocked.c_str(), "w"));
-    try {
-      dcp::async_save(state, blocked + "/checkpoint").get();
-    } catch (const Error& e) {
-      std::printf("rank 1 ok: failed while saving (%s)\n", e.what());
-    }
+    // kill -9 while saving: it takes part in the save (the id), its
+    // writer thread starts on 32 MiB, and the process is killed at once.
+    state["bulk"] = dcp::Entry::piece(at::ones({8 << 20}), {8 << 20}, {0});
+    std::printf("rank 1 ok: saving, and killed\n");
     std::fflush(stdout);
-    ::_exit(0);  // as a crash: no goodbye to anyone
+    std::future<void> writing = dcp::async_save(state, dir);
+    ::raise(SIGKILL);
   }
   std::string error;
   try {

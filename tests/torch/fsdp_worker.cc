@@ -187,13 +187,46 @@ void state_dicts(const FullyShardOptions& options) {
         "a state dict without a parameter is refused naming it: '" + error + "'");
 }
 
+// compare: what tests/python/fsdp_reference.py does with torch's
+// fully_shard, printed the same way (rank 0).
+void compare() {
+  const int world = get_world_size();
+  FullyShardOptions options;
+  options.mesh = init_device_mesh("cpu", {world});
+  Sharded s = sharded_net(options);
+  torch::optim::SGD optimizer(s.root->parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = batch(step, world);
+    optimizer.zero_grad();
+    torch::mse_loss(s.root->forward(mine(x, get_rank(), world)), mine(y, get_rank(), world)).backward();
+    optimizer.step();
+  }
+  for (const auto& [name, value] : full_state_dict(*s.root)) {
+    if (get_rank() != 0) continue;
+    std::string text = "param " + plain_name(name);
+    const at::Tensor flat = value.flatten();
+    char buf[32];
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      std::snprintf(buf, sizeof buf, " %.9g", flat[i].item<float>());
+      text += buf;
+    }
+    std::printf("%s\n", text.c_str());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   at::set_num_threads(1);
   try {
     init_process_group();
     rank_ = get_rank();
+    if (argc > 1 && std::string(argv[1]) == "compare") {
+      compare();
+      destroy_process_group();
+      return 0;
+    }
     const int world = get_world_size();
     FullyShardOptions flat;
     flat.mesh = init_device_mesh("cpu", {world});

@@ -15,9 +15,11 @@ namespace cohort::testing {
 
 // start_ranks runs `argv` as `world` ranks (with `env` added to each
 // one's environment); returns each one's output after checking that it
-// exited 0.
+// exited with its code in `codes` (default: every rank 0; 128 + n for a
+// rank killed by signal n).
 inline std::vector<std::string> start_ranks(int world, const std::vector<std::string>& argv,
-                                            const std::vector<std::string>& env = {}) {
+                                            const std::vector<std::string>& env = {},
+                                            const std::vector<int>& codes = {}) {
   const uint16_t port = free_port();
   std::vector<std::unique_ptr<Subprocess>> ranks;
   for (int r = 0; r < world; ++r) {
@@ -30,7 +32,7 @@ inline std::vector<std::string> start_ranks(int world, const std::vector<std::st
   std::vector<std::string> out;
   for (int r = 0; r < world; ++r) {
     out.push_back(ranks[r]->read_all(std::chrono::seconds(120)));
-    EXPECT_EQ(ranks[r]->wait(), 0) << out.back();
+    EXPECT_EQ(ranks[r]->wait(), codes.empty() ? 0 : codes[static_cast<size_t>(r)]) << out.back();
   }
   return out;
 }
