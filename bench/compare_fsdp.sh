@@ -6,6 +6,8 @@
 # measured peak memory per rank (growth of VmHWM over model, optimizer
 # and steps):
 #  - cohort-cpp: cohort's fully_shard for libtorch (build/bench/fsdp_bench);
+#  - cohort-cpp-keep: the same with reshard_after_forward off (each unit
+#    gathered once a step instead of twice);
 #  - cohort-ddp: cohort's DistributedDataParallel on the same model (the
 #    same program, --mode ddp);
 #  - torch over gloo: torch 2.13's fully_shard over gloo
@@ -42,6 +44,7 @@ for ((rep = 0; rep < REPS; rep++)); do
       flag=()
       [ "$label" = mem ] && flag=(--memory)
       run_one "$label" "$p" build/bench/fsdp_bench --batch 64 "${flag[@]}"
+      run_one "$label" "$p" build/bench/fsdp_bench --batch 64 --no-reshard-after-forward "${flag[@]}"
       run_one "$label" "$p" build/bench/fsdp_bench --batch 64 --mode ddp "${flag[@]}"
       for backend in gloo cohort; do
         run_one "$label" "$p" bench/python/fsdp_step.py --backend "$backend" --batch 64
@@ -57,7 +60,7 @@ for line in open(sys.argv[1]):
     if m:
         (mems if m[1] == "mem" else runs).setdefault((int(m[3]), m[2]), []).append(
             (float(m[5]), float(m[6]), float(m[7])))
-names = [("cohort-cpp", "cohort FSDP"), ("cohort-ddp", "cohort DDP"), ("gloo", "torch FSDP over gloo"),
+names = [("cohort-cpp", "cohort FSDP"), ("cohort-cpp-keep", "cohort FSDP, reshard off"), ("cohort-ddp", "cohort DDP"), ("gloo", "torch FSDP over gloo"),
          ("cohort", "torch FSDP over cohort")]
 print(f"# MLP 784-2048-2048-10, batch 64 per rank, median of {sys.argv[2]} runs "
       "(step ms / peak MiB / MiB held between steps, per rank)\n")

@@ -4,7 +4,7 @@
 // Linear its own unit and the root last, SGD with momentum, one thread per
 // rank, the same batch every step. Run it under cohortrun (env://).
 // Prints one line on rank 0 (the slowest rank's numbers):
-//   fsdp_bench cohort-cpp|cohort-ddp world=P batch=B step_ms=median peak_mb=M
+//   fsdp_bench cohort-cpp|cohort-cpp-keep|cohort-ddp world=P batch=B step_ms=median peak_mb=M held_mb=H
 // Memory is measured, not computed, as the growth of the process's
 // resident memory from just before the model is made: peak_mb of its
 // high-water mark (VmHWM) by the end of the timed steps (parameters,
@@ -126,8 +126,11 @@ int main(int argc, char** argv) {
   cohort::all_reduce(result, cohort::ReduceOp::MAX);
   if (cohort::get_rank() == 0) {
     std::printf("fsdp_bench %s world=%d batch=%d step_ms=%.2f peak_mb=%.1f held_mb=%.1f\n",
-                mode == "ddp" ? "cohort-ddp" : "cohort-cpp", cohort::get_world_size(), batch,
-                result[0].item<double>(), result[1].item<double>(), result[2].item<double>());
+                mode == "ddp" ? "cohort-ddp"
+                : keep_whole  ? "cohort-cpp-keep"
+                              : "cohort-cpp",
+                cohort::get_world_size(), batch, result[0].item<double>(), result[1].item<double>(),
+                result[2].item<double>());
   }
   cohort::destroy_process_group();
   return 0;
