@@ -22,31 +22,19 @@
 #include "cohort/distributed_checkpoint.h"
 #include "cohort/errors.h"
 #include "cohort/fsdp.h"
+#include "torch/fsdp_net.h"
+#include "torch/worker_checks.h"
 
 using namespace cohort;
+using cohort::testing::check;
+using cohort::testing::Root;
 
 namespace {
 
-int rank_ = -1;
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  ++failures;
-  std::printf("rank %d wrong: %s\n", rank_, what.c_str());
-  std::fflush(stdout);
-}
-
-using Unit = std::shared_ptr<FullyShardImpl<torch::nn::Linear>>;
-using Root = std::shared_ptr<FullyShardImpl<torch::nn::Sequential>>;
-
 Root sharded_net(int seed) {
-  torch::manual_seed(seed);
   FullyShardOptions options;
   options.mesh = init_device_mesh("cpu", {get_world_size()});
-  Unit first = fully_shard(torch::nn::Linear(7, 10), options);
-  Unit second = fully_shard(torch::nn::Linear(10, 3), options);
-  return fully_shard(torch::nn::Sequential(first, torch::nn::ReLU(), second), options);
+  return testing::sharded_net(options, seed).root;
 }
 
 void train_step(const Root& model, torch::optim::Optimizer& optimizer, int step) {
@@ -159,17 +147,17 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1], dir = argv[2];
   try {
     init_process_group();
-    rank_ = get_rank();
+    cohort::testing::worker_checks().rank = get_rank();
     if (mode == "save") save_mode(dir);
     if (mode == "load") loads_as_saved(dir, 2, "load at " + std::to_string(get_world_size()) + " ranks");
     if (mode == "crash") crash_mode(dir);
     if (mode != "crash") destroy_process_group();
   } catch (const std::exception& e) {
-    std::printf("rank %d wrong: %s\n", rank_, e.what());
+    std::printf("rank %d wrong: %s\n", cohort::testing::worker_checks().rank, e.what());
     return 1;
   }
-  if (failures) return 1;
-  std::printf("rank %d ok: %s as saved\n", rank_, mode.c_str());
+  if (cohort::testing::worker_checks().failures) return 1;
+  std::printf("rank %d ok: %s as saved\n", cohort::testing::worker_checks().rank, mode.c_str());
   std::fflush(stdout);
   if (mode == "crash") ::_exit(0);  // rank 1 is gone: no final barrier
   return 0;

@@ -14,20 +14,12 @@
 #include "cohort/dtensor.h"
 #include "cohort/dtensor_ops.h"
 #include "cohort/errors.h"
+#include "torch/worker_checks.h"
 
 using namespace cohort;
+using cohort::testing::check;
 
 namespace {
-
-int rank_ = -1;
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  ++failures;
-  std::printf("rank %d wrong: %s\n", rank_, what.c_str());
-  std::fflush(stdout);
-}
 
 bool same(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && at::equal(a, b);
@@ -280,7 +272,7 @@ std::string line(const std::string& name, const at::Tensor& t) {
 // compare: what tests/python/dtensor_reference.py does with torch's DTensor,
 // printed the same way (4 ranks).
 void compare(const at::Tensor& base) {
-  const int r = rank_, k = get_world_size();
+  const int r = cohort::testing::worker_checks().rank, k = get_world_size();
   const at::Tensor coefficient = at::arange(60, at::kDouble).reshape({10, 6}) * 0.5;
   DeviceMesh mesh = init_device_mesh("cpu", {k});
   std::vector<std::string> out;
@@ -315,7 +307,7 @@ int main(int argc, char** argv) {
   const bool comparing = argc > 1 && std::string(argv[1]) == "compare";
   try {
     init_process_group();
-    rank_ = get_rank();
+    cohort::testing::worker_checks().rank = get_rank();
     const int world = get_world_size();
     const at::Tensor base = at::arange(60, at::kDouble).reshape({10, 6});
     if (comparing) {
@@ -328,10 +320,11 @@ int main(int argc, char** argv) {
     }
     destroy_process_group();
   } catch (const std::exception& e) {
-    std::printf("rank %d wrong: %s\n", rank_, e.what());
+    std::printf("rank %d wrong: %s\n", cohort::testing::worker_checks().rank, e.what());
     return 1;
   }
-  if (failures) return 1;
-  std::printf("rank %d ok: every piece and gradient as the whole tensor's\n", rank_);
+  if (cohort::testing::worker_checks().failures) return 1;
+  std::printf("rank %d ok: every piece and gradient as the whole tensor's\n",
+              cohort::testing::worker_checks().rank);
   return 0;
 }

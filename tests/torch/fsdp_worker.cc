@@ -19,31 +19,15 @@
 #include "cohort/dtensor.h"
 #include "cohort/errors.h"
 #include "cohort/fsdp.h"
+#include "torch/fsdp_net.h"
+#include "torch/worker_checks.h"
 
 using namespace cohort;
+using namespace cohort::testing;
 
 namespace {
 
-int rank_ = -1;
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  ++failures;
-  std::printf("rank %d wrong: %s\n", rank_, what.c_str());
-  std::fflush(stdout);
-}
-
-using Unit = std::shared_ptr<FullyShardImpl<torch::nn::Linear>>;
-using Root = std::shared_ptr<FullyShardImpl<torch::nn::Sequential>>;
-
-struct Sharded {
-  Unit first, second;
-  Root root;
-};
-
-// The network: 7 -> 10 -> 3. Ten rows over 3 ranks are 4, 4, 2; three
-// over 4 ranks are 1, 1, 1, 0 (an empty shard).
+// reference_net is fsdp_net.h's network whole, from the same seed.
 torch::nn::Sequential reference_net() {
   torch::manual_seed(0);
   // One statement each: the order in which a call's arguments are built
@@ -51,15 +35,6 @@ torch::nn::Sequential reference_net() {
   torch::nn::Linear first(7, 10);
   torch::nn::Linear second(10, 3);
   return torch::nn::Sequential(first, torch::nn::ReLU(), second);
-}
-
-Sharded sharded_net(const FullyShardOptions& options) {
-  torch::manual_seed(0);  // the same values as reference_net's
-  Sharded s;
-  s.first = fully_shard(torch::nn::Linear(7, 10), options);
-  s.second = fully_shard(torch::nn::Linear(10, 3), options);
-  s.root = fully_shard(torch::nn::Sequential(s.first, torch::nn::ReLU(), s.second), options);
-  return s;
 }
 
 // The reference's name of a sharded parameter: the units' "module."
@@ -221,7 +196,7 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   try {
     init_process_group();
-    rank_ = get_rank();
+    worker_checks().rank = get_rank();
     if (argc > 1 && std::string(argv[1]) == "compare") {
       compare();
       destroy_process_group();
@@ -259,10 +234,10 @@ int main(int argc, char** argv) {
           "a 3-D mesh is refused: '" + error + "'");
     destroy_process_group();
   } catch (const std::exception& e) {
-    std::printf("rank %d wrong: %s\n", rank_, e.what());
+    std::printf("rank %d wrong: %s\n", worker_checks().rank, e.what());
     return 1;
   }
-  if (failures) return 1;
-  std::printf("rank %d ok: every step as the single-process model's\n", rank_);
+  if (worker_checks().failures) return 1;
+  std::printf("rank %d ok: every step as the single-process model's\n", worker_checks().rank);
   return 0;
 }
