@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -131,6 +132,19 @@ void Socket::reset() {
 std::string format_address(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return (host.empty() ? std::string("*") : host) + ":" + std::to_string(port);
+}
+
+bool split_address(const std::string& address, std::string* host, uint16_t* port) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) return false;
+  char* end = nullptr;
+  const long value = std::strtol(address.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || value < 1 || value > 65535) return false;
+  *host = address.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']')
+    *host = host->substr(1, host->size() - 2);
+  *port = static_cast<uint16_t>(value);
+  return true;
 }
 
 Result<Socket> listen_tcp(const std::string& host, uint16_t port, int backlog) {

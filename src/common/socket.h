@@ -47,6 +47,9 @@ class Socket {
 
 // format_address returns "host:port", bracketing IPv6 literals.
 std::string format_address(const std::string& host, uint16_t port);
+// split_address is its inverse: false when `address` is no "host:port"
+// with a port of 1-65535.
+bool split_address(const std::string& address, std::string* host, uint16_t* port);
 
 // listen_tcp binds and listens on host:port. An empty host listens on every
 // address (IPv6 dual-stack where available, else IPv4). Port 0 picks a free

@@ -107,3 +107,23 @@ TEST(DeadlineTest, ZeroTimeoutMeansNever) {
 
 }  // namespace
 }  // namespace cohort
+
+namespace cohort {
+namespace {
+
+TEST(SplitAddress, ReadsWhatFormatAddressWritesAndRefusesWhatIsNoAddress) {
+  std::string host;
+  uint16_t port = 0;
+  for (const auto& [h, p] :
+       std::vector<std::pair<std::string, uint16_t>>{{"10.0.0.3", 4711}, {"::1", 80}, {"h", 65535}}) {
+    ASSERT_TRUE(split_address(format_address(h, p), &host, &port)) << format_address(h, p);
+    EXPECT_EQ(host, h);
+    EXPECT_EQ(port, p);
+  }
+  for (const char* bad : {"10.0.0.3", "10.0.0.3:", "h:0", "h:65536", "h:12x", "h:-5"}) {
+    EXPECT_FALSE(split_address(bad, &host, &port)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace cohort

@@ -183,11 +183,12 @@ Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& a
 
   // Connect to every lower rank and say who we are.
   for (int q = 0; q < rank; ++q) {
-    const std::string& a = names[q];
-    auto colon = a.rfind(':');
-    std::string host = a.substr(0, colon);
-    if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
-    auto s = connect_tcp(host, static_cast<uint16_t>(std::stoi(a.substr(colon + 1))), deadline);
+    std::string host;
+    uint16_t port = 0;
+    if (!split_address(names[q], &host, &port)) {
+      return network_error("rank " + std::to_string(q) + " published a bad address '" + names[q] + "'");
+    }
+    auto s = connect_tcp(host, port, deadline);
     if (!s.ok())
       return s.status().with_context("rank " + std::to_string(rank) + " connecting to rank " +
                                      std::to_string(q));

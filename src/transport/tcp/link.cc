@@ -6,24 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 
 #include "common/logging.h"
 
 namespace cohort::tcp {
-namespace {
-
-bool split_address(const std::string& a, std::string* host, uint16_t* port) {
-  auto colon = a.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = a.substr(0, colon);
-  if (!host->empty() && host->front() == '[') *host = host->substr(1, host->size() - 2);
-  *port = static_cast<uint16_t>(std::atoi(a.c_str() + colon + 1));
-  return true;
-}
-
-}  // namespace
-
 TcpLink::TcpLink(Socket socket, std::string address)
     : socket_(std::move(socket)), address_(std::move(address)) {}
 
