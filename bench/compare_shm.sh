@@ -28,7 +28,7 @@ LARGE=(-b 1M -e 64M -f 4 -n 20 -w 3)
 run_all() {  # rep
   local rep="$1" p c sweep
   for p in 2 4; do
-    for c in all_reduce all_gather reduce_scatter broadcast barrier; do
+    for c in all_reduce all_gather reduce_scatter broadcast reduce all_to_all barrier; do
       for sweep in SMALL LARGE; do
         [ "$c" = barrier ] && [ "$sweep" = LARGE ] && continue
         local -n args="$sweep"
@@ -63,7 +63,9 @@ lines = [f"# cohort (shared memory) vs Open MPI vs Gloo, one host, median of {re
          "", f"memcpy, one thread, 64 MiB: {memcpy:.2f} GB/s", ""]
 def fmt(x, digits=3):
     return "-" if x is None else f"{x:.{digits}f}"
-for coll in ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"]:
+colls = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "barrier"]
+summary = {}  # (coll, p) -> {size: cohort / mpi}
+for coll in colls:
     for p in [2, 4]:
         c, m, g = load("cohort", coll, p), load("mpi", coll, p), load("gloo", coll, p)
         lines += [f"## {coll}, {p} ranks", ""]
@@ -81,6 +83,7 @@ for coll in ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier
             mt, mb = m.get(s, (None, None))
             # busbw ratio where there is data; time ratio (speed-up) for latency rows
             ratio = (cb / mb if mb else (mt / ct if mt else None)) if s else (mt / ct if mt else None)
+            summary.setdefault((coll, p), {})[s] = ratio
             row = f"| {s} | {ct:.2f} | {fmt(mt, 2)} | {cb:.3f} | {fmt(mb)} | {fmt(ratio, 2)}"
             if g:
                 gt, gb = g.get(s, (None, None))
@@ -94,6 +97,19 @@ for coll in ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier
                 for s in sorted(c):
                     d.write(f"{s} {c[s][1]} {m.get(s, (0, 0))[1]} {g.get(s, (0, 0))[1]}\n")
 lines.append("cohort / mpi and cohort / gloo: ratio of busbw, or of time (theirs / ours) where no data moves.")
+# The summary: cohort / mpi for every collective and world size by size
+# (the rows of all_gather, reduce_scatter and all_to_all at 4 ranks start
+# at 16 B: a size is rounded to a multiple of the ranks' elements).
+keys = [k for k in ((c, p) for c in colls for p in [2, 4]) if k in summary and k[0] != "barrier"]
+sizes = sorted({s for k in keys for s in summary[k]})
+lines += ["", "## Summary: cohort / Open MPI (busbw; time where no data moves)", "",
+          "| size (B) | " + " | ".join(f"{c}, {p}" for c, p in keys) + " |",
+          "|---|" + "---|" * len(keys)]
+for s in sizes:
+    lines.append(f"| {s} | " + " | ".join(fmt(summary[k].get(s), 2) for k in keys) + " |")
+bar = summary.get(("barrier", 2), {}), summary.get(("barrier", 4), {})
+lines += ["", "barrier, time of Open MPI over cohort's: 2 ranks " + fmt(bar[0].get(0), 2) +
+          ", 4 ranks " + fmt(bar[1].get(0), 2)]
 open(f"{out}/compare_shm.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
   }
   /* Picked once, not by strcmp in every timed call (as cohort-bench). */
-  enum { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier, kPingPong } which;
+  enum { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kBarrier, kPingPong } which;
   double bus = 1;
   if (!strcmp(c, "all_reduce")) {
     which = kAllReduce;
@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
     bus = (double)(n - 1) / n;
   } else if (!strcmp(c, "broadcast")) {
     which = kBroadcast;
+  } else if (!strcmp(c, "reduce")) {
+    which = kReduce;
+  } else if (!strcmp(c, "all_to_all")) {
+    which = kAllToAll;
+    bus = (double)(n - 1) / n;
   } else if (!strcmp(c, "barrier")) {
     which = kBarrier;
   } else if (!strcmp(c, "ping_pong") && n >= 2) {
@@ -107,7 +112,7 @@ int main(int argc, char** argv) {
   for (long long bytes = min_bytes; bytes <= max_bytes;) {
     long long count = bytes / 4;
     int per_rank = 0;
-    if (which == kAllGather || which == kReduceScatter) {
+    if (which == kAllGather || which == kReduceScatter || which == kAllToAll) {
       per_rank = (int)(count / n > 0 ? count / n : 1);
       count = (long long)per_rank * n;
     }
@@ -127,6 +132,15 @@ int main(int argc, char** argv) {
           break;
         case kBroadcast:
           MPI_Bcast(in, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+          break;
+        case kReduce:
+          /* In place at the root, as cohort's reduce (the others' buffers
+           * are only read). */
+          MPI_Reduce(rank == 0 ? MPI_IN_PLACE : in, rank == 0 ? in : NULL, (int)count, MPI_FLOAT, MPI_SUM, 0,
+                     MPI_COMM_WORLD);
+          break;
+        case kAllToAll:
+          MPI_Alltoall(in, per_rank, MPI_FLOAT, out, per_rank, MPI_FLOAT, MPI_COMM_WORLD);
           break;
         case kBarrier:
           MPI_Barrier(MPI_COMM_WORLD);

@@ -94,7 +94,7 @@ std::string describe(const shm::HostSlots::Stamp& s) {
 }
 
 // check_stamp compares `theirs`, what local rank `q` runs, with `mine`.
-Status stamps_differ(const shm::HostSlots& a, int q, const shm::HostSlots::Stamp& theirs,
+Status stamps_differ(const shm::HostSlots& a, int q, shm::HostSlots::Stamp theirs,
                      const shm::HostSlots::Stamp& mine, const std::string& what);
 inline Status check_stamp(const shm::HostSlots& a, int q, const shm::HostSlots::Stamp& theirs,
                           const shm::HostSlots::Stamp& mine, const std::string& what) {
@@ -104,9 +104,16 @@ inline Status check_stamp(const shm::HostSlots& a, int q, const shm::HostSlots::
   return stamps_differ(a, q, theirs, mine, what);
 }
 
-// stamps_differ says how `theirs` differs from `mine`.
-Status stamps_differ(const shm::HostSlots& a, int q, const shm::HostSlots::Stamp& theirs,
+// stamps_differ says how `theirs` differs from `mine`. When `theirs` is
+// of another operation, the stamp local rank q wrote for this rank's
+// operation, if any, tells more: a rank that broadcasts through its posts
+// leaves its slot halves' stamps as they were, and the reverse.
+Status stamps_differ(const shm::HostSlots& a, int q, shm::HostSlots::Stamp theirs,
                      const shm::HostSlots::Stamp& mine, const std::string& what) {
+  for (int i = 0; i < 2 + shm::HostSlots::kPosts && theirs.sequence != mine.sequence; ++i) {
+    const auto other = i < 2 ? a.stamp_of(q, i) : a.post_stamp_of(q, i - 2);
+    if (other.sequence == mine.sequence) theirs = other;
+  }
   const std::string peer = "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]);
   if (theirs.sequence != mine.sequence || theirs.op != mine.op) {
     return Status(StatusCode::kDesync, peer + " is in " + describe(theirs) + " while this rank is in " +
@@ -520,7 +527,44 @@ Status shm_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root
   return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, root, 1.0);
 }
 
+namespace {
+
+// post_broadcast broadcasts up to kPostBytes through the root's next post
+// (host_slots.h): the root waits only for the readers of that cell's
+// broadcast kPosts ago, not for those of the last one.
+Status post_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
+  const int me = a.local_index();
+  const size_t bytes = buf.bytes();
+  const auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
+  auto& clock = a.post_clock();
+  const int cell = static_cast<int>(clock.posts++ % shm::HostSlots::kPosts);
+  if (me == root) {
+    Status st = wait_until(c, a, -1, clock.free_after[cell]);
+    if (!st.ok()) return st;
+    if (bytes) std::memcpy(a.post(me, cell), buf.data, bytes);
+    a.stamp_post(cell, mine);
+  } else {
+    // A root ahead of this rank has stamped the cell already: then its
+    // count, a cache line it keeps writing, need not be read at all.
+    auto theirs = a.post_stamp_of(root, cell);
+    Status st;
+    if (theirs.sequence != mine.sequence) {
+      st = wait_until(c, a, root, a.arrivals() + 1);
+      theirs = a.post_stamp_of(root, cell);
+    }
+    if (st.ok()) st = check_stamp(a, root, theirs, mine, c.what);
+    if (!st.ok()) return st;
+    if (bytes) std::memcpy(buf.data, a.post(root, cell), bytes);
+  }
+  a.arrive();
+  clock.free_after[cell] = a.arrivals();  // every reader read before arriving
+  return Status::ok_status();
+}
+
+}  // namespace
+
 Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
+  if (buf.bytes() <= shm::HostSlots::kPostBytes) return post_broadcast(c, a, buf, root);
   const int me = a.local_index();
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
@@ -620,6 +664,111 @@ Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outpu
       const size_t at = static_cast<size_t>(me) * per_block * es;
       std::memcpy(out, a.slot(0, half) + at, n * es);
       for (int q = 1; q < p; ++q) reduce_into(output.dtype, op, out, a.slot(q, half) + at, n);
+    }
+    release(a, half, a.arrivals() + 1);
+  }
+  return Status::ok_status();
+}
+
+namespace {
+
+// split_mismatch names the first (sender, receiver) pair whose sizes
+// disagree in the tables of the ranks' slots (`half`, first chunk), or
+// returns ok. Every rank reads the same tables, so all fail alike.
+Status split_mismatch(const shm::HostSlots& a, int half, const std::string& what) {
+  const int p = a.local_size();
+  auto entry = [&](int q, int i) {
+    uint64_t v;
+    std::memcpy(&v, a.slot(q, half) + static_cast<size_t>(i) * sizeof v, sizeof v);
+    return v;
+  };
+  for (int q = 0; q < p; ++q) {
+    for (int d = 0; d < p; ++d) {
+      const uint64_t sent = entry(q, d), expected = entry(d, p + q);
+      if (sent == expected) continue;
+      auto name = [&](int local) { return "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(local)]); };
+      return Status(StatusCode::kDesync, name(q) + " sends " + std::to_string(sent) + " bytes to " + name(d) +
+                                             ", which expects " + std::to_string(expected) + " from it in " +
+                                             what + ": the ranks' split sizes disagree");
+    }
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+bool shm_all_to_all_fits(const shm::HostSlots& a) {
+  return a.slot_bytes() / static_cast<size_t>(a.local_size()) >= 2 * 64 + 2 * sizeof(uint64_t);
+}
+
+Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& outputs,
+                      const std::vector<Buffer>& inputs) {
+  const int p = a.local_size(), me = a.local_index();
+  // A slot: a table (what this rank sends to each rank, then what it
+  // expects from each) and one block per destination.
+  const size_t table = (2 * static_cast<size_t>(p) * sizeof(uint64_t) + 63) / 64 * 64;
+  const size_t per_block = (a.slot_bytes() - table) / static_cast<size_t>(p) / 64 * 64;
+  // Split sizes may differ between ranks, so the size is in the tables,
+  // which every rank checks, not in the stamp. The stamp's word says
+  // whether all of this rank's blocks, in and out, have one size: when
+  // every rank's says the same size, the tables (a cache line of each
+  // rank's, which changed hands) need not be read.
+  constexpr uint64_t kUneven = ~uint64_t{0};
+  auto mine = op_stamp(c, Collective::kAllToAll, -1, 0);
+  mine.word = inputs.empty() ? kUneven : inputs.front().bytes();
+  for (size_t q = 0; q < inputs.size(); ++q) {
+    if (inputs[q].bytes() != mine.word || outputs[q].bytes() != mine.word) mine.word = kUneven;
+  }
+  size_t most = 0;  // the largest block any rank sends: known after the first chunk
+  for (size_t off = 0; off == 0 || off < most; off += per_block) {
+    auto part = [&](const Buffer& b) { return off >= b.bytes() ? 0 : std::min(per_block, b.bytes() - off); };
+    int half;
+    Status st = next_half(c, a, true, &half);
+    if (!st.ok()) return st;
+    uint8_t* slot = a.slot(me, half);
+    if (off == 0) {
+      a.stamp(half, mine);
+      for (int q = 0; q < p; ++q) {
+        const uint64_t sends = inputs[static_cast<size_t>(q)].bytes(),
+                       expects = outputs[static_cast<size_t>(q)].bytes();
+        std::memcpy(slot + static_cast<size_t>(q) * sizeof sends, &sends, sizeof sends);
+        std::memcpy(slot + static_cast<size_t>(p + q) * sizeof expects, &expects, sizeof expects);
+      }
+    }
+    for (int d = 0; d < p; ++d) {
+      const Buffer& in = inputs[static_cast<size_t>(d)];
+      if (d != me && part(in)) {
+        std::memcpy(slot + table + static_cast<size_t>(d) * per_block, static_cast<const uint8_t*>(in.data) + off,
+                    part(in));
+      }
+    }
+    st = arrive_and_wait_all(c, a);
+    if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
+    if (!st.ok()) return st;
+    if (off == 0) {
+      bool uniform = mine.word != kUneven;
+      for (int q = 0; q < p && uniform; ++q) uniform = a.stamp_of(q, half).word == mine.word;
+      if (uniform) {
+        most = mine.word;
+      } else {
+        st = split_mismatch(a, half, c.what);
+        if (!st.ok()) return st;
+        for (int q = 0; q < p; ++q) {
+          for (int d = 0; d < p; ++d) {
+            uint64_t sent;
+            std::memcpy(&sent, a.slot(q, half) + static_cast<size_t>(d) * sizeof sent, sizeof sent);
+            most = std::max<size_t>(most, sent);
+          }
+        }
+      }
+    }
+    for (int q = 0; q < p; ++q) {
+      const Buffer& out = outputs[static_cast<size_t>(q)];
+      const size_t n = part(out);
+      if (n == 0) continue;
+      const uint8_t* from = q == me ? static_cast<const uint8_t*>(inputs[static_cast<size_t>(me)].data) + off
+                                    : a.slot(q, half) + table + static_cast<size_t>(me) * per_block;
+      if (from != static_cast<uint8_t*>(out.data) + off) std::memcpy(static_cast<uint8_t*>(out.data) + off, from, n);
     }
     release(a, half, a.arrivals() + 1);
   }

@@ -50,6 +50,15 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
                       const std::vector<Buffer>& outputs);
 Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& output,
                           const std::vector<Buffer>& inputs, ReduceOp::Kind op);
+// shm_all_to_all sends inputs[d] to local rank d and receives outputs[q]
+// from local rank q; split sizes may differ between ranks, and sizes that
+// do not pair up (what q sends to d against what d expects) fail every
+// rank with a desync error naming the pair. Only where
+// shm_all_to_all_fits: a slot holds a block per rank (every rank gets the
+// same answer).
+bool shm_all_to_all_fits(const shm::HostSlots& a);
+Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& outputs,
+                      const std::vector<Buffer>& inputs);
 Status shm_barrier(AlgoContext& c, shm::HostSlots& a);
 
 // hierarchical_all_reduce reduces within each host (through `slots`, this

@@ -265,10 +265,13 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
 
 Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
                                  const OpContext& op) {
-  if (log_choices_)
-    choice_log_.note(Collective::kAllToAll, inputs.empty() ? 0 : inputs[0].bytes(), Algorithm::kPairwise,
-                     topology_, transport_->size(), *op.what);
-  AlgoContext c = context(op, false);
+  size_t most = 0;
+  for (const Buffer& b : inputs) most = std::max(most, b.bytes());
+  auto algorithm = choose(Collective::kAllToAll, most, op);
+  if (!algorithm.ok()) return algorithm.status();
+  const bool direct = algorithm.value() == Algorithm::kShmDirect && shm_all_to_all_fits(*arena_);
+  AlgoContext c = context(op, direct);
+  if (direct) return direct_done(shm_all_to_all(c, *arena_, outputs, inputs), op);
   return cohort::all_to_all(c, outputs, inputs);
 }
 

@@ -406,14 +406,17 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
   check_buffer(op, input, "input", *backend_);
   check_dtype(op, input, output, "output");
   const size_t p = static_cast<size_t>(size());
-  auto splits = [&](const std::vector<size_t>& given, const Buffer& b, const char* name) {
+  // check_splits validates `given` (empty: even splits) for buffer `b`;
+  // split(given, b, q) is then rank q's part. No vector of sizes is built:
+  // a small all_to_all is a fraction of a microsecond on one host.
+  auto check_splits = [&](const std::vector<size_t>& given, const Buffer& b, const char* name) {
     if (given.empty()) {
       if (b.count % p != 0) {
         bad(op, std::string(name) + " holds " + std::to_string(b.count) +
                     " elements, which do not split evenly over " + std::to_string(p) +
                     " ranks; give split sizes");
       }
-      return std::vector<size_t>(p, b.count / p);
+      return;
     }
     if (given.size() != p) {
       bad(op, std::string(name) + "_split_sizes has " + std::to_string(given.size()) +
@@ -424,21 +427,27 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
       bad(op, std::string(name) + "_split_sizes add up to " + std::to_string(sum) + " but " + name +
                   " holds " + std::to_string(b.count) + " elements");
     }
-    return given;
   };
-  std::vector<size_t> out_sizes = splits(output_split_sizes, output, "output");
-  std::vector<size_t> in_sizes = splits(input_split_sizes, input, "input");
-  if (out_sizes[rank_] != in_sizes[rank_]) {
-    bad(op, "this rank sends itself " + std::to_string(in_sizes[rank_]) + " elements but expects " +
-                std::to_string(out_sizes[rank_]));
+  auto split = [p](const std::vector<size_t>& given, const Buffer& b, size_t q) {
+    return given.empty() ? b.count / p : given[q];
+  };
+  check_splits(output_split_sizes, output, "output");
+  check_splits(input_split_sizes, input, "input");
+  const size_t me = static_cast<size_t>(rank_);
+  if (split(output_split_sizes, output, me) != split(input_split_sizes, input, me)) {
+    bad(op, "this rank sends itself " + std::to_string(split(input_split_sizes, input, me)) +
+                " elements but expects " + std::to_string(split(output_split_sizes, output, me)));
   }
   std::vector<Buffer> outputs, inputs;
+  outputs.reserve(p);
+  inputs.reserve(p);
   size_t out_off = 0, in_off = 0;
   for (size_t q = 0; q < p; ++q) {
-    outputs.push_back(slice(output, out_off, out_sizes[q]));
-    inputs.push_back(slice(input, in_off, in_sizes[q]));
-    out_off += out_sizes[q];
-    in_off += in_sizes[q];
+    const size_t out_n = split(output_split_sizes, output, q), in_n = split(input_split_sizes, input, q);
+    outputs.push_back(slice(output, out_off, out_n));
+    inputs.push_back(slice(input, in_off, in_n));
+    out_off += out_n;
+    in_off += in_n;
   }
   const OpShape shape = shape_of(outputs, inputs);
   return collective(

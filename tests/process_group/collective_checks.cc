@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
+#include <thread>
 
 #include "process_group/reference.h"
 
@@ -296,6 +298,63 @@ void check_all_to_all_uneven_splits(ProcessGroup& g) {
   }
 }
 
+// Blocks of up to 1.2 MB, uneven by pair: on one host the exchange goes
+// through slot-sized chunks, and the ranks agree on how many from the
+// largest block any of them sends.
+void check_all_to_all_uneven_splits_larger_than_a_slot(ProcessGroup& g) {
+  const int world = g.size();
+  const int r = g.rank();
+  auto count = [](int from, int to) { return static_cast<size_t>((from + 2 * to) % 3) * 150001 + 7; };
+  std::vector<size_t> in_splits, out_splits;
+  std::vector<int32_t> flat_in;
+  for (int q = 0; q < world; ++q) {
+    in_splits.push_back(count(r, q));
+    out_splits.push_back(count(q, r));
+    for (size_t i = 0; i < count(r, q); ++i) flat_in.push_back(static_cast<int32_t>(1000000 * r + 1000 * q) + static_cast<int32_t>(i % 997));
+  }
+  std::vector<int32_t> flat_out(std::accumulate(out_splits.begin(), out_splits.end(), size_t{0}), -1);
+  g.all_to_all_single(Buffer::of(flat_out), Buffer::of(flat_in), out_splits, in_splits);
+  size_t off = 0;
+  for (int q = 0; q < world; ++q) {
+    for (size_t i = 0; i < out_splits[q]; ++i) {
+      ASSERT_EQ(flat_out[off + i], static_cast<int32_t>(1000000 * q + 1000 * r) + static_cast<int32_t>(i % 997))
+          << "from rank " << q << " [" << i << "]";
+    }
+    off += out_splits[q];
+  }
+}
+
+// Many small broadcasts in a row, from changing roots, of sizes on both
+// sides of the posts' limit (1 KiB), with an all_reduce now and then: on
+// one host a root may run many broadcasts ahead of its readers, through
+// its ring of posts (32 of them), and must never overwrite one not yet
+// read. One reader per root sleeps early in the root's run of 60, so the
+// root does get more than 32 ahead of it.
+void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
+  const int world = g.size();
+  // int32 elements: 4 B to 1.2 KiB. Only posts in the first 45 of a run:
+  // a broadcast through the slots holds the root within two of its readers.
+  const size_t sizes[] = {1, 2, 10, 255, 256, 257, 300};
+  for (int i = 0; i < 300; ++i) {
+    const int root = (i / 60) % world;
+    if (i % 60 == 5 && g.rank() == (root + 1) % world) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    const size_t n = sizes[static_cast<size_t>(i) % (i % 60 < 45 ? 5 : 7)];
+    std::vector<int32_t> data(n, -1);
+    if (g.rank() == root) {
+      for (size_t k = 0; k < n; ++k) data[k] = i * 1000 + static_cast<int32_t>(k);
+    }
+    BroadcastOptions o;
+    o.src = root;
+    g.broadcast(Buffer::of(data), o);
+    for (size_t k = 0; k < n; ++k) ASSERT_EQ(data[k], i * 1000 + static_cast<int32_t>(k)) << "broadcast " << i;
+    if (i % 100 == 99) {
+      int64_t one = 1;
+      g.all_reduce(Buffer::of(&one, 1));
+      ASSERT_EQ(one, world);
+    }
+  }
+}
+
 void check_barrier_and_async_work_in_order(ProcessGroup& g) {
   const int world = g.size();
   std::vector<std::shared_ptr<Work>> works;
@@ -456,6 +515,8 @@ const std::vector<CollectiveCheck>& collective_checks() {
       {"ReduceScatterWithUnevenBlocks", check_reduce_scatter_uneven_blocks, 1},
       {"ReduceScatterTensorInPlace", check_reduce_scatter_tensor_in_place, 1},
       {"AllToAllListsAndSingleWithUnevenSplits", check_all_to_all_uneven_splits, 1},
+      {"AllToAllUnevenSplitsLargerThanASlot", check_all_to_all_uneven_splits_larger_than_a_slot, 1},
+      {"SmallBroadcastsRunAheadFromChangingRoots", check_small_broadcasts_run_ahead_from_changing_roots, 1},
       {"BarrierAndAsyncWorkInOrder", check_barrier_and_async_work_in_order, 1},
       {"PointToPointRingAndAnySource", check_point_to_point_ring_and_any_source, 2},
       {"IsendKeepsMovingWhileItsSenderWaitsInACollective", check_isend_moves_while_sender_waits_in_collective,

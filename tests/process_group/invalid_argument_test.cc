@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <numeric>
 
 #include "cohort/errors.h"
 #include "process_group/thread_ranks.h"
@@ -96,6 +97,54 @@ TEST(InvalidArgumentTest, SizesThatDifferBetweenRanksAreADesyncNotAHang) {
       ADD_FAILURE() << "a broken group ran a barrier";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("can no longer be used"), std::string::npos) << e.what();
+    }
+  });
+}
+
+// The split sizes of an all_to_all may differ between ranks, so only the
+// pairs can disagree: rank 0 sends 3 elements to rank 2, which expects 2.
+// On one host every rank reads every rank's sizes, so all three fail alike
+// and name the pair.
+TEST(InvalidArgumentTest, AllToAllSplitsThatDoNotPairUpAreADesyncNamingThePair) {
+  run_ranks(3, [](ProcessGroup& g) {
+    std::vector<size_t> in_splits{2, 2, 2}, out_splits{2, 2, 2};
+    if (g.rank() == 0) in_splits[2] = 3;
+    std::vector<float> in(7, 1.0f), out(6, 0.0f);
+    in.resize(std::accumulate(in_splits.begin(), in_splits.end(), size_t{0}));
+    try {
+      g.all_to_all_single(Buffer::of(out), Buffer::of(in), out_splits, in_splits);
+      ADD_FAILURE() << "splits that do not pair up were exchanged";
+    } catch (const DesyncError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 sends 12 bytes to rank 2, which expects 8 from it"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+// A rank in a small broadcast (through the root's posts) while its root is
+// in an all_reduce (through the slots) reads the root's stamp from where
+// the root wrote it, and names the root's collective.
+TEST(InvalidArgumentTest, ABroadcastMetByAnAllReduceNamesTheRootsCollective) {
+  run_ranks(2, [](ProcessGroup& g) {
+    std::vector<float> f(4, 1.0f);
+    try {
+      if (g.rank() == 0) {
+        g.all_reduce(Buffer::of(f));
+      } else {
+        BroadcastOptions o;
+        o.src = 0;
+        g.broadcast(Buffer::of(f), o);
+      }
+      ADD_FAILURE() << "an all_reduce met a broadcast";
+    } catch (const DesyncError& e) {
+      const std::string what = e.what();
+      if (g.rank() == 1) {
+        EXPECT_NE(what.find("rank 0 is in all_reduce #1"), std::string::npos) << what;
+      }
+    } catch (const NetworkError& e) {
+      // The rank that noticed second may see the first drop the connection.
+      EXPECT_NE(std::string(e.what()).find("closed its connection"), std::string::npos) << e.what();
     }
   });
 }

@@ -64,7 +64,8 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
   a->ring_controls_at_ = a->controls_at_ + round_up(l * sizeof(RankControl), kPage);
   a->rings_at_ = a->ring_controls_at_ + round_up(l * l * sizeof(RingControl), kPage);
   a->slots_at_ = a->rings_at_ + l * l * a->ring_bytes_;
-  const size_t total = a->slots_at_ + l * 2 * a->slot_bytes_;
+  a->posts_at_ = a->slots_at_ + l * 2 * a->slot_bytes_;
+  const size_t total = a->posts_at_ + l * kPosts * sizeof(PostCell);
   a->spin_us_ = std::max<int64_t>(0, config_int(knobs::kShmSpinUs));
   a->oversubscribed_ = l > std::max(1u, std::thread::hardware_concurrency());
 

@@ -88,6 +88,32 @@ uint8_t* HostSlots::slot(int local, int half) const {
   return base_ + slots_at_ + (static_cast<size_t>(local) * 2 + static_cast<size_t>(half)) * slot_bytes_;
 }
 
+static_assert(HostSlots::kPostBytes <= sizeof(PostCell::data), "a post fits its cell");
+
+namespace {
+PostCell& cell_at(uint8_t* base, size_t posts_at, int local, int cell) {
+  return reinterpret_cast<PostCell*>(base + posts_at)[static_cast<size_t>(local) * HostSlots::kPosts +
+                                                      static_cast<size_t>(cell)];
+}
+}  // namespace
+
+uint8_t* HostSlots::post(int local, int cell) const {
+  return cell_at(base_, posts_at_, local, cell).data;
+}
+
+void HostSlots::stamp_post(int cell, const Stamp& stamp) {
+  PostCell& c = cell_at(base_, posts_at_, me_, cell);
+  c.bytes = stamp.bytes;
+  c.op = stamp.op;
+  c.sequence.store(stamp.sequence, std::memory_order_release);
+}
+
+HostSlots::Stamp HostSlots::post_stamp_of(int local, int cell) const {
+  const PostCell& c = cell_at(base_, posts_at_, local, cell);
+  const uint64_t sequence = c.sequence.load(std::memory_order_acquire);
+  return Stamp{sequence, c.bytes, c.op};
+}
+
 void HostSlots::stamp(int half, const Stamp& stamp) {
   RankControl& c = control(me_);
   c.stamp_sequence[half].store(stamp.sequence, std::memory_order_relaxed);

@@ -39,4 +39,18 @@ struct RankControl {
 static_assert(sizeof(RankControl) == 128, "two cache lines per rank");
 static_assert(offsetof(RankControl, sleeping) == 64, "arrivals and stamps share the first line");
 
+// PostCell is one cell of a rank's ring of posts (HostSlots::post): what
+// the broadcast that used it runs, then its data, which starts on the
+// header's line so that a post of up to 40 bytes is one cache line.
+// `sequence` is stored last (release): a reader that finds its operation's
+// sequence there has the whole post without looking at the root's count.
+struct alignas(64) PostCell {
+  std::atomic<uint64_t> sequence;
+  uint64_t bytes;
+  uint32_t op;
+  uint32_t unused;
+  uint8_t data[1064];
+};
+static_assert(sizeof(PostCell) == 1088, "17 cache lines per cell");
+
 }  // namespace cohort::shm
