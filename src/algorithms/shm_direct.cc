@@ -465,6 +465,170 @@ Status begin_single_copy(AlgoContext& c, shm::HostSlots& a, shm::HostSlots::Stam
   return st;
 }
 
+// Posts (host_slots.h): each rank's ring of kPosts small cells. An
+// operation of up to kPostBytes per rank takes the next cell index on every
+// rank (the clock counts alike everywhere); a rank writes its part into its
+// own cell and goes on; those that need it read it once it is there. A
+// rank waits for readers only to reuse a cell, kPosts operations later, so
+// a writer may run far ahead (Open MPI's eager sends let it do the same).
+
+// next_post takes the next cell index; a rank about to write into its cell
+// waits until that cell's readers of kPosts operations ago are done.
+Status next_post(AlgoContext& c, shm::HostSlots& a, bool writes, int* cell) {
+  auto& clock = a.post_clock();
+  *cell = static_cast<int>(clock.posts++ % shm::HostSlots::kPosts);
+  if (!writes) return Status::ok_status();
+  return wait_until(c, a, -1, clock.free_after[*cell]);
+}
+
+// publish_post writes `bytes` of `data` into this rank's cell, then its
+// stamp: a reader that sees the stamp sees the data.
+void publish_post(shm::HostSlots& a, int cell, const shm::HostSlots::Stamp& mine, const void* data,
+                  size_t bytes) {
+  if (bytes) std::memcpy(a.post(a.local_index(), cell), data, bytes);
+  a.stamp_post(cell, mine);
+}
+
+// await_post returns once local rank q's cell holds its part of `mine`'s
+// operation, checked against `mine`: once q has `arrivals` arrivals, the
+// count it reaches by arriving after it posted. A writer ahead of this
+// rank has stamped the cell already: then its count, a cache line it
+// keeps writing, is not read at all.
+Status await_post(AlgoContext& c, shm::HostSlots& a, int q, int cell, const shm::HostSlots::Stamp& mine,
+                  uint64_t arrivals) {
+  auto theirs = a.post_stamp_of(q, cell);
+  if (theirs.sequence != mine.sequence) {
+    Status st = wait_until(c, a, q, arrivals);
+    if (!st.ok()) return st;
+    theirs = a.post_stamp_of(q, cell);
+  }
+  return check_stamp(a, q, theirs, mine, c.what);
+}
+
+// One-way operations (broadcast, reduce): the writers post and arrive; the
+// readers arrive once they have read, so the cell is free again once
+// every rank has arrived as often as this rank has now.
+// Exchanges (all_gather, reduce_scatter): every rank posts, arrives, then
+// reads the others' posts; its arrival says only that its post is there.
+// Each has read this operation's posts once it arrives in the next one,
+// so the cell is free after one more arrival of every rank (as a slot half
+// is, release()).
+uint64_t one_way_arrival(shm::HostSlots& a) {
+  return a.arrivals() + 1;
+}
+void end_one_way(shm::HostSlots& a, int cell) {
+  a.arrive();
+  a.post_clock().free_after[cell] = a.arrivals();
+}
+void end_exchange(shm::HostSlots& a, int cell) {
+  a.post_clock().free_after[cell] = a.arrivals() + 1;
+}
+
+// post_broadcast: the root posts, the others read its post.
+Status post_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
+  const int me = a.local_index();
+  const auto mine = op_stamp(c, Collective::kBroadcast, root, buf.bytes());
+  int cell;
+  Status st = next_post(c, a, me == root, &cell);
+  if (!st.ok()) return st;
+  if (me == root) {
+    publish_post(a, cell, mine, buf.data, buf.bytes());
+  } else {
+    st = await_post(c, a, root, cell, mine, one_way_arrival(a));
+    if (!st.ok()) return st;
+    if (buf.bytes()) std::memcpy(buf.data, a.post(root, cell), buf.bytes());
+  }
+  end_one_way(a, cell);
+  return Status::ok_status();
+}
+
+// post_reduce: the others post and go on; the root reduces their posts in
+// rank order, its own data first (as reduce_chunks does).
+Status post_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root, ReduceOp::Kind op) {
+  const int p = a.local_size(), me = a.local_index();
+  const auto mine = op_stamp(c, Collective::kReduce, root, buf.bytes());
+  int cell;
+  Status st = next_post(c, a, me != root, &cell);
+  if (!st.ok()) return st;
+  if (me != root) {
+    publish_post(a, cell, mine, buf.data, buf.bytes());
+  } else {
+    for (int q = 0; q < p; ++q) {
+      if (q == me) continue;
+      st = await_post(c, a, q, cell, mine, one_way_arrival(a));
+      if (!st.ok()) return st;
+      if (buf.count) reduce_into(buf.dtype, op, buf.data, a.post(q, cell), buf.count);
+    }
+  }
+  end_one_way(a, cell);
+  return Status::ok_status();
+}
+
+// post_all_gather: every rank posts its input and reads everyone's post.
+// Up to 40 bytes a post shares its stamp's cache line: one miss per peer.
+Status post_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input, const std::vector<Buffer>& outputs,
+                       size_t most) {
+  const int p = a.local_size(), me = a.local_index();
+  const auto mine = op_stamp(c, Collective::kAllGather, -1, most);
+  int cell;
+  Status st = next_post(c, a, true, &cell);
+  if (!st.ok()) return st;
+  publish_post(a, cell, mine, input.data, input.bytes());
+  a.arrive();
+  for (int q = 0; q < p; ++q) {
+    const Buffer& o = outputs[static_cast<size_t>(q)];
+    if (q == me) {
+      if (o.data != input.data && o.bytes()) std::memcpy(o.data, input.data, o.bytes());
+      continue;
+    }
+    st = await_post(c, a, q, cell, mine, a.arrivals());
+    if (!st.ok()) return st;
+    if (o.bytes()) std::memcpy(o.data, a.post(q, cell), o.bytes());
+  }
+  end_exchange(a, cell);
+  return Status::ok_status();
+}
+
+// post_reduce_scatter: every rank posts all its blocks, one after another
+// (every rank's block d has rank d's output length, so the offsets agree),
+// and reduces its own block of everyone's post in rank order.
+Status post_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& output,
+                           const std::vector<Buffer>& inputs, ReduceOp::Kind op, size_t most) {
+  const int p = a.local_size(), me = a.local_index();
+  const size_t es = dtype_size(output.dtype);
+  const auto mine = op_stamp(c, Collective::kReduceScatter, -1, most * es);
+  int cell;
+  Status st = next_post(c, a, true, &cell);
+  if (!st.ok()) return st;
+  size_t at = 0, mine_at = 0;
+  uint8_t* own = a.post(me, cell);
+  for (int d = 0; d < p; ++d) {
+    const Buffer& in = inputs[static_cast<size_t>(d)];
+    if (d == me) mine_at = at;
+    if (in.bytes()) std::memcpy(own + at, in.data, in.bytes());
+    at += in.bytes();
+  }
+  publish_post(a, cell, mine, nullptr, 0);
+  a.arrive();
+  for (int q = 0; q < p; ++q) {
+    if (q != me) {
+      st = await_post(c, a, q, cell, mine, a.arrivals());
+      if (!st.ok()) return st;
+    }
+    if (output.count == 0) continue;
+    // This rank's own block from its post too: the output may be that
+    // block of its input (in place), overwritten by rank 0's first.
+    const uint8_t* block = a.post(q, cell) + mine_at;
+    if (q == 0) {
+      if (block != output.data) std::memcpy(output.data, block, output.bytes());
+    } else {
+      reduce_into(output.dtype, op, output.data, block, output.count);
+    }
+  }
+  end_exchange(a, cell);
+  return Status::ok_status();
+}
+
 }  // namespace
 
 bool shm_all_reduce_takes_pieces(size_t bytes) {
@@ -524,44 +688,9 @@ Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, Redu
 }
 
 Status shm_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root, ReduceOp::Kind op) {
+  if (buf.bytes() <= shm::HostSlots::kPostBytes) return post_reduce(c, a, buf, root, op);
   return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, root, 1.0);
 }
-
-namespace {
-
-// post_broadcast broadcasts up to kPostBytes through the root's next post
-// (host_slots.h): the root waits only for the readers of that cell's
-// broadcast kPosts ago, not for those of the last one.
-Status post_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
-  const int me = a.local_index();
-  const size_t bytes = buf.bytes();
-  const auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
-  auto& clock = a.post_clock();
-  const int cell = static_cast<int>(clock.posts++ % shm::HostSlots::kPosts);
-  if (me == root) {
-    Status st = wait_until(c, a, -1, clock.free_after[cell]);
-    if (!st.ok()) return st;
-    if (bytes) std::memcpy(a.post(me, cell), buf.data, bytes);
-    a.stamp_post(cell, mine);
-  } else {
-    // A root ahead of this rank has stamped the cell already: then its
-    // count, a cache line it keeps writing, need not be read at all.
-    auto theirs = a.post_stamp_of(root, cell);
-    Status st;
-    if (theirs.sequence != mine.sequence) {
-      st = wait_until(c, a, root, a.arrivals() + 1);
-      theirs = a.post_stamp_of(root, cell);
-    }
-    if (st.ok()) st = check_stamp(a, root, theirs, mine, c.what);
-    if (!st.ok()) return st;
-    if (bytes) std::memcpy(buf.data, a.post(root, cell), bytes);
-  }
-  a.arrive();
-  clock.free_after[cell] = a.arrivals();  // every reader read before arriving
-  return Status::ok_status();
-}
-
-}  // namespace
 
 Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
   if (buf.bytes() <= shm::HostSlots::kPostBytes) return post_broadcast(c, a, buf, root);
@@ -595,6 +724,7 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
   const int p = a.local_size(), me = a.local_index();
   size_t most = 0;
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
+  if (most <= shm::HostSlots::kPostBytes) return post_all_gather(c, a, input, outputs, most);
   const auto* in = static_cast<const uint8_t*>(input.data);
   const auto mine = op_stamp(c, Collective::kAllGather, -1, most);
   if (reads_in_place(a, most)) {
@@ -638,6 +768,9 @@ Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outpu
   const size_t es = dtype_size(output.dtype);
   size_t most = 0;
   for (const Buffer& b : inputs) most = std::max(most, b.count);
+  if (most * es * static_cast<size_t>(p) <= shm::HostSlots::kPostBytes) {
+    return post_reduce_scatter(c, a, output, inputs, op, most);
+  }
   // Each chunk carries `per_block` elements of every destination's block.
   const size_t per_block = std::max<size_t>(1, a.slot_bytes() / (static_cast<size_t>(p) * es));
   const auto mine = op_stamp(c, Collective::kReduceScatter, -1, most * es);

@@ -247,17 +247,19 @@ void check_reduce_scatter_uneven_blocks(ProcessGroup& g) {
 
 void check_reduce_scatter_tensor_in_place(ProcessGroup& g) {
   const int world = g.size();
-  // NCCL-style in place: the output is this rank's block of the input.
-  const size_t n = 1001;
-  std::vector<int32_t> data(n * static_cast<size_t>(world));
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i % 7) + g.rank();
-  Buffer output = Buffer::of(data.data() + static_cast<size_t>(g.rank()) * n, n);
-  g.reduce_scatter_tensor(output, Buffer::of(data));
-  for (size_t i = 0; i < n; ++i) {
-    size_t global = static_cast<size_t>(g.rank()) * n + i;
-    int32_t want = static_cast<int32_t>(global % 7) * world + world * (world - 1) / 2;
-    ASSERT_EQ(output.count, n);
-    ASSERT_EQ(data[global], want) << "rank " << g.rank() << " [" << i << "]";
+  // NCCL-style in place: the output is this rank's block of the input;
+  // small (through the posts, on one host) and larger.
+  for (const size_t n : {size_t{3}, size_t{1001}}) {
+    std::vector<int32_t> data(n * static_cast<size_t>(world));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i % 7) + g.rank();
+    Buffer output = Buffer::of(data.data() + static_cast<size_t>(g.rank()) * n, n);
+    g.reduce_scatter_tensor(output, Buffer::of(data));
+    for (size_t i = 0; i < n; ++i) {
+      size_t global = static_cast<size_t>(g.rank()) * n + i;
+      int32_t want = static_cast<int32_t>(global % 7) * world + world * (world - 1) / 2;
+      ASSERT_EQ(output.count, n);
+      ASSERT_EQ(data[global], want) << "rank " << g.rank() << " [" << i << "]";
+    }
   }
 }
 
@@ -351,6 +353,59 @@ void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
       int64_t one = 1;
       g.all_reduce(Buffer::of(&one, 1));
       ASSERT_EQ(one, world);
+    }
+  }
+}
+
+// Small reductions in a row to changing roots: on one host the others
+// write into their posts and go on without waiting for the root, so they
+// run ahead of it (the root sleeps early in its run of 60, so they get
+// more than 32 ahead) and must never overwrite a post it has not read.
+void check_small_reduces_run_ahead_of_their_root(ProcessGroup& g) {
+  const int world = g.size();
+  // int64 elements: 8 B to 2 KiB. Only posts (up to 1 KiB) in the first 45
+  // of a run: a reduction through the slots holds every rank with the root.
+  const size_t sizes[] = {1, 3, 64, 127, 128, 129, 256};
+  for (int i = 0; i < 300; ++i) {
+    const int root = (i / 60) % world;
+    if (i % 60 == 5 && g.rank() == root) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    const size_t n = sizes[static_cast<size_t>(i) % (i % 60 < 45 ? 5 : 7)];
+    std::vector<int64_t> data(n);
+    for (size_t k = 0; k < n; ++k) data[k] = (g.rank() + 1) * (i * 1000 + static_cast<int64_t>(k));
+    ReduceOptions o;
+    o.dst = root;
+    g.reduce(Buffer::of(data), o);
+    if (g.rank() != root) continue;
+    const int64_t ranks = world * (world + 1) / 2;  // the sum of rank + 1
+    for (size_t k = 0; k < n; ++k) ASSERT_EQ(data[k], ranks * (i * 1000 + static_cast<int64_t>(k))) << "reduce " << i;
+  }
+}
+
+// Small all_gathers and reduce_scatters (through the posts on one host)
+// where one rank now and then comes late, so that the others wait for its
+// post rather than find it there, and where the ranks then run ahead of
+// each other, with values that change every time.
+void check_small_exchanges_with_a_late_rank(ProcessGroup& g) {
+  const int world = g.size();
+  const int r = g.rank();
+  for (int i = 0; i < 120; ++i) {
+    if (i % 10 == 3 && r == (i / 10) % world) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const size_t n = static_cast<size_t>(i % 5) + 1;  // int32 elements per rank
+    std::vector<int32_t> in(n), gathered(n * static_cast<size_t>(world), -1);
+    for (size_t k = 0; k < n; ++k) in[k] = i * 100000 + r * 100 + static_cast<int32_t>(k);
+    g.all_gather_into_tensor(Buffer::of(gathered), Buffer::of(in));
+    for (int q = 0; q < world; ++q) {
+      for (size_t k = 0; k < n; ++k) {
+        ASSERT_EQ(gathered[static_cast<size_t>(q) * n + k], i * 100000 + q * 100 + static_cast<int32_t>(k))
+            << "all_gather " << i << " from rank " << q;
+      }
+    }
+    std::vector<int32_t> blocks(n * static_cast<size_t>(world)), mine(n, -1);
+    for (size_t k = 0; k < blocks.size(); ++k) blocks[k] = i + r + static_cast<int32_t>(k);
+    g.reduce_scatter_tensor(Buffer::of(mine), Buffer::of(blocks));
+    for (size_t k = 0; k < n; ++k) {
+      const int32_t at = static_cast<int32_t>(static_cast<size_t>(r) * n + k);
+      ASSERT_EQ(mine[k], world * (i + at) + world * (world - 1) / 2) << "reduce_scatter " << i;
     }
   }
 }
@@ -517,6 +572,8 @@ const std::vector<CollectiveCheck>& collective_checks() {
       {"AllToAllListsAndSingleWithUnevenSplits", check_all_to_all_uneven_splits, 1},
       {"AllToAllUnevenSplitsLargerThanASlot", check_all_to_all_uneven_splits_larger_than_a_slot, 1},
       {"SmallBroadcastsRunAheadFromChangingRoots", check_small_broadcasts_run_ahead_from_changing_roots, 1},
+      {"SmallReducesRunAheadOfTheirRoot", check_small_reduces_run_ahead_of_their_root, 1},
+      {"SmallExchangesWithALateRank", check_small_exchanges_with_a_late_rank, 1},
       {"BarrierAndAsyncWorkInOrder", check_barrier_and_async_work_in_order, 1},
       {"PointToPointRingAndAnySource", check_point_to_point_ring_and_any_source, 2},
       {"IsendKeepsMovingWhileItsSenderWaitsInACollective", check_isend_moves_while_sender_waits_in_collective,
