@@ -20,6 +20,21 @@ void run_dtensor_ranks(int world) {
   }
 }
 
+// cohort/tensor_parallel.h: the worker's "tensor_parallel" checks.
+void run_tensor_parallel_ranks(int world) {
+  auto out = start_ranks(world, {binary_path("tests/dtensor_worker"), "tensor_parallel"});
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NE(out[r].find("rank " + std::to_string(r) + " ok: every piece and gradient"), std::string::npos)
+        << out[r];
+  }
+}
+
+TEST(TensorParallel, AnMlpCutColumnThenRowWiseIsTheOneProcessModelAtTwoThreeAndFourRanks) {
+  run_tensor_parallel_ranks(2);
+  run_tensor_parallel_ranks(3);  // 10 hidden features: 4, 4, 2
+  run_tensor_parallel_ranks(4);  // 3, 3, 3, 1
+}
+
 TEST(DTensorAsTorch, ThreeRanksWithUnevenShards) {
   run_dtensor_ranks(3);  // 10 rows: 4, 4, 2
 }

@@ -6,6 +6,10 @@
 // Prints "rank R ok: ..." and exits 0, or says what was wrong and exits 1.
 // With the argument "compare" it prints instead, a line each, what
 // tests/python/dtensor_reference.py prints of torch's DTensor (4 ranks).
+// With "tensor_parallel" it checks cohort/tensor_parallel.h instead: a
+// two-layer MLP cut column- then row-wise gives the one-process model's
+// output, input gradient and (cut the same way) parameter gradients, and
+// three SGD steps leave every shard as the one-process model's.
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -14,6 +18,7 @@
 #include "cohort/dtensor.h"
 #include "cohort/dtensor_ops.h"
 #include "cohort/errors.h"
+#include "cohort/tensor_parallel.h"
 #include "torch/worker_checks.h"
 
 using namespace cohort;
@@ -300,6 +305,111 @@ void compare(const at::Tensor& base) {
   for (const std::string& text : out) std::printf("rank %d %s\n", r, text.c_str());
 }
 
+// close: equal up to the rounding of sums taken in another order (double).
+bool close(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && at::allclose(a, b, 1e-12, 1e-12);
+}
+
+// A user module holding its parallel Linears as members: the pattern
+// tensor_parallel.h documents for modules that are not a Sequential.
+struct TpMlpImpl : torch::nn::Module {
+  TpMlpImpl(const torch::nn::Linear& a, const torch::nn::Linear& b, const DeviceMesh& mesh)
+      : fc1(register_module("fc1", parallelize_linear(a, mesh, ColwiseParallel()))),
+        fc2(register_module("fc2", parallelize_linear(b, mesh, RowwiseParallel()))) {}
+  at::Tensor forward(const at::Tensor& x) { return fc2(torch::relu(fc1(x))); }
+  TensorParallelLinear fc1, fc2;
+};
+TORCH_MODULE(TpMlp);
+
+// whole_mlp: 8 -> 10 -> 5, the same on every rank (10 hidden features cut
+// 4, 4, 2 at 3 ranks and 3, 3, 3, 1 at 4).
+torch::nn::Sequential whole_mlp() {
+  torch::manual_seed(7);
+  torch::nn::Sequential mlp(torch::nn::Linear(8, 10), torch::nn::ReLU(), torch::nn::Linear(10, 5));
+  mlp->to(at::kDouble);
+  return mlp;
+}
+
+// check_shards: each parallel Linear's weight and bias (or their
+// gradients) are the whole model's, cut as its style cuts.
+void check_shards(const std::vector<std::pair<TensorParallelLinear, torch::nn::Linear>>& pairs, int k, int r,
+                  bool grads, const std::string& when) {
+  auto of = [&](const at::Tensor& t) { return grads ? t.grad() : t.detach(); };
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [tp, whole] = pairs[i];
+    const bool colwise = std::holds_alternative<ColwiseParallel>(tp->style());
+    const std::string what = when + ", layer " + std::to_string(i) + (grads ? " gradient" : "");
+    check(close(of(tp->weight), piece(of(whole->weight), colwise ? 0 : 1, k, r)), what + ": weight");
+    check(close(of(tp->bias), colwise ? piece(of(whole->bias), 0, k, r) : of(whole->bias)), what + ": bias");
+  }
+}
+
+void tensor_parallel(int world) {
+  const DeviceMesh mesh = init_device_mesh("cpu", {world});
+  const int k = mesh.size(), r = mesh.get_local_rank();
+  torch::nn::Sequential whole = whole_mlp();
+  torch::nn::Sequential tp = parallelize_module(whole, mesh, {{"0", ColwiseParallel()}, {"2", RowwiseParallel()}});
+  auto pairs_of = [](const torch::nn::Sequential& parallel, const torch::nn::Sequential& one) {
+    return std::vector<std::pair<TensorParallelLinear, torch::nn::Linear>>{
+        {TensorParallelLinear(parallel->ptr<TensorParallelLinearImpl>(0)),
+         torch::nn::Linear(one->ptr<torch::nn::LinearImpl>(0))},
+        {TensorParallelLinear(parallel->ptr<TensorParallelLinearImpl>(2)),
+         torch::nn::Linear(one->ptr<torch::nn::LinearImpl>(2))}};
+  };
+  const auto pairs = pairs_of(tp, whole);
+  check_shards(pairs, k, r, false, "after parallelize_module");
+
+  // Forward and backward of one batch.
+  torch::manual_seed(11);
+  const at::Tensor x = torch::randn({6, 8}, at::kDouble), coefficient = torch::randn({6, 5}, at::kDouble);
+  at::Tensor x_whole = x.clone().requires_grad_(), x_tp = x.clone().requires_grad_();
+  const at::Tensor y_whole = whole->forward(x_whole);
+  const at::Tensor y_tp = tp->forward(x_tp);
+  check(close(y_tp, y_whole), "Sequential forward: output as the one-process model's");
+  (y_whole * coefficient).sum().backward();
+  (y_tp * coefficient).sum().backward();
+  check(close(x_tp.grad(), x_whole.grad()), "input gradient as the one-process model's");
+  check_shards(pairs, k, r, true, "one backward");
+
+  // Three SGD steps on the shards against three on the whole model; the
+  // user-module form trains alongside, from its own copy of the start.
+  torch::nn::Sequential start = whole_mlp();
+  TpMlp user(torch::nn::Linear(start->ptr<torch::nn::LinearImpl>(0)),
+             torch::nn::Linear(start->ptr<torch::nn::LinearImpl>(2)), mesh);
+  torch::nn::Sequential reference = whole_mlp();
+  torch::nn::Sequential parallel = parallelize_module(reference, mesh, {{"0", ColwiseParallel()}, {"2", RowwiseParallel()}});
+  torch::optim::SGD on_whole(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD on_shards(parallel->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD on_user(user->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor batch = torch::randn({6, 8}, at::kDouble), target = torch::randn({6, 5}, at::kDouble);
+    for (auto* opt : {&on_whole, &on_shards, &on_user}) opt->zero_grad();
+    torch::mse_loss(reference->forward(batch), target).backward();
+    torch::mse_loss(parallel->forward(batch), target).backward();
+    torch::mse_loss(user->forward(batch), target).backward();
+    for (auto* opt : {&on_whole, &on_shards, &on_user}) opt->step();
+  }
+  check_shards(pairs_of(parallel, reference), k, r, false, "three SGD steps");
+  check_shards({{user->fc1, torch::nn::Linear(reference->ptr<torch::nn::LinearImpl>(0))},
+                {user->fc2, torch::nn::Linear(reference->ptr<torch::nn::LinearImpl>(2))}},
+               k, r, false, "three SGD steps of a user module");
+
+  // Other layouts: a column-wise Linear whose output is gathered whole, a
+  // row-wise one whose input arrives whole (each rank cuts its part).
+  torch::nn::Sequential other = parallelize_module(
+      whole, mesh, {{"0", ColwiseParallel{Replicate(), Replicate()}}, {"2", RowwiseParallel{Replicate(), Replicate()}}});
+  check(close(other->forward(x), whole->forward(x)), "Colwise to Replicate, Rowwise from Replicate: output");
+
+  // A plan that names what is not there says so.
+  check(invalid([&] { parallelize_module(whole, mesh, {{"fc1", ColwiseParallel()}}); })
+                .find("the plan names 'fc1', which is not an entry of the 3-entry Sequential") != std::string::npos,
+        "a plan naming no entry is refused, naming it");
+  check(invalid([&] { parallelize_module(whole, mesh, {{"1", RowwiseParallel()}}); })
+                .find("entry '1' is a torch::nn::ReLU; RowwiseParallel applies to a Linear") != std::string::npos,
+        "a plan naming a ReLU is refused, naming it: " +
+            invalid([&] { parallelize_module(whole, mesh, {{"1", RowwiseParallel()}}); }));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -312,6 +422,8 @@ int main(int argc, char** argv) {
     const at::Tensor base = at::arange(60, at::kDouble).reshape({10, 6});
     if (comparing) {
       compare(base);
+    } else if (argc > 1 && std::string(argv[1]) == "tensor_parallel") {
+      tensor_parallel(world);
     } else {
       const DeviceMesh flat = init_device_mesh("cpu", {world});
       one_dimension(flat, base);

@@ -1,0 +1,94 @@
+// tensor_parallel.h: tensor parallelism for libtorch modules, after
+// torch.distributed.tensor.parallel: a Linear's weight cut over a 1-D mesh
+// (or one dimension of a larger mesh: pass mesh["tp"]) column-wise or
+// row-wise, its forward and backward communications being the DTensor
+// redistributions of cohort/dtensor_ops.h.
+//
+//   auto mesh = init_device_mesh("cpu", {get_world_size()});
+//   torch::nn::Sequential mlp(torch::nn::Linear(16, 64), torch::nn::ReLU(), torch::nn::Linear(64, 16));
+//   auto tp = parallelize_module(mlp, mesh, {{"0", ColwiseParallel()}, {"2", RowwiseParallel()}});
+//   auto y = tp->forward(x);  // x and y whole on every rank; one all_reduce forward, one backward
+//
+// ColwiseParallel keeps rows [out/P] of the weight and of the bias: its
+// input is whole (Replicate), its output this rank's slice of the output
+// features (Shard(-1)); backward sums the input's gradient over the mesh
+// (an all_reduce). RowwiseParallel keeps columns [in/P] of the weight and
+// the whole bias: its input is this rank's slice of the input features,
+// its output whole (the partial products are all_reduced before the bias is
+// added); backward needs no communication. A Colwise followed by a Rowwise
+// Linear (an MLP, attention's projections) so communicates once each way,
+// as Megatron-LM's pair does. Uneven feature counts are cut as torch.chunk
+// cuts (shard_range).
+//
+// libtorch modules have no forward hooks, so a parallel Linear is a module
+// of its own (TensorParallelLinear) that takes the place of the Linear:
+// parallelize_module returns a new Sequential with the planned entries
+// replaced; a user module holding its Linears as members replaces each one
+// itself:
+//
+//   fc1 = register_module("fc1", parallelize_linear(fc1, mesh, ColwiseParallel()));
+//
+// (replace_module, where the module is already registered). The parallel
+// module's parameters, "weight" and "bias" as the Linear's, are this rank's
+// shards: any libtorch optimizer steps on them, and every rank must start
+// from the same whole Linear (the same seed), which each cuts locally.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <variant>
+
+#include "cohort/device_mesh.h"
+#include "cohort/dtensor.h"
+
+namespace cohort {
+
+// The layouts, as torch's ParallelStyle arguments: input_layout is how the
+// input arrives (Replicate, or Shard of a dimension; -1: the last), and
+// output_layout how the output leaves; the tensors passed and returned are
+// this rank's local pieces (torch's use_local_output=True).
+struct ColwiseParallel {
+  Placement input_layout = Replicate();
+  Placement output_layout = Shard(-1);
+};
+struct RowwiseParallel {
+  Placement input_layout = Shard(-1);
+  Placement output_layout = Replicate();
+};
+using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel>;
+
+class TensorParallelLinearImpl : public torch::nn::Module {
+ public:
+  // Cuts this rank's shard of `linear` (whole, the same on every rank).
+  TensorParallelLinearImpl(const torch::nn::Linear& linear, DeviceMesh mesh, ParallelStyle style);
+  at::Tensor forward(const at::Tensor& input);
+
+  // This rank's shards (registered as "weight" and "bias"; bias undefined
+  // when the Linear has none).
+  at::Tensor weight, bias;
+  const ParallelStyle& style() const { return style_; }
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+
+ private:
+  DeviceMesh mesh_;
+  ParallelStyle style_;
+  int64_t in_features_, out_features_;
+};
+TORCH_MODULE(TensorParallelLinear);
+
+// parallelize_linear: `linear` cut over `mesh` (1-D) as `style`.
+TensorParallelLinear parallelize_linear(const torch::nn::Linear& linear, const DeviceMesh& mesh,
+                                        const ParallelStyle& style);
+
+// parallelize_module: a Sequential like `module` with each entry named in
+// `plan` (a Sequential names its entries "0", "1", ...) replaced by its
+// parallel version; the other entries are shared with `module`. A name
+// that is not an entry, or an entry that is not a Linear, raises
+// InvalidArgument naming it.
+torch::nn::Sequential parallelize_module(const torch::nn::Sequential& module, const DeviceMesh& mesh,
+                                         const std::map<std::string, ParallelStyle>& plan);
+
+}  // namespace cohort
