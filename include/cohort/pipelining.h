@@ -1,0 +1,120 @@
+// pipelining.h: pipeline parallelism for libtorch modules, after
+// torch.distributed.pipelining: a model cut into stages, one stage per
+// rank, a batch cut into microbatches, and a schedule that runs the
+// microbatches' forwards and backwards on every stage in its order,
+// activations going forward and gradients backward by point-to-point.
+//
+//   auto parts = split_sequential(model, {2, 4});          // 3 stages: [0,2) [2,4) [4,end)
+//   PipelineStage stage(parts[get_rank()], get_rank(), 3);  // every rank builds the whole model (one seed)
+//   Schedule1F1B schedule(stage, /*n_microbatches=*/8, torch::mse_loss);
+//   if (get_rank() == 0) schedule.step(batch);
+//   else if (get_rank() == 2) losses = schedule.step_last(target);
+//   else schedule.step();
+//   optimizer.step();  // over parts[get_rank()]->parameters()
+//
+// As torch's (scale_grads=True), the gradients a step leaves in .grad are
+// the mean over microbatches of each microbatch loss's gradient: with a
+// loss that averages over the batch and microbatches of one size, the
+// gradient of the loss over the whole batch. Shapes are exchanged once,
+// at a stage's first step (torch infers them once too): a later
+// microbatch of another shape is an InvalidArgument naming both shapes.
+// Schedules (torch's definitions): GPipe runs every forward, then every
+// backward; 1F1B runs (stages - stage - 1) forwards, then alternates one
+// forward with one backward, then the remaining backwards, so a stage
+// holds at most (stages - stage) microbatches' activations. A peer stage
+// that fails (its process killed, or an error that ends its group) makes
+// every stage waiting for it raise, naming the stage and its rank.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cohort/distributed.h"
+
+namespace cohort {
+
+// split_sequential cuts `model` before each index of `cut_points`
+// (ascending, inside the model); the parts share the model's modules.
+std::vector<torch::nn::Sequential> split_sequential(const torch::nn::Sequential& model,
+                                                    const std::vector<size_t>& cut_points);
+
+// PipelineStage is this rank's part of the model: stage `stage_index` of
+// `num_stages`, the stage of rank `stage_index` of `group` (nullptr: the
+// default group, whose size must be num_stages).
+class PipelineStage {
+ public:
+  PipelineStage(torch::nn::Sequential submodule, int stage_index, int num_stages, GroupPtr group = nullptr);
+
+  int stage_index() const { return stage_index_; }
+  int num_stages() const { return num_stages_; }
+  bool is_first() const { return stage_index_ == 0; }
+  bool is_last() const { return stage_index_ == num_stages_ - 1; }
+  torch::nn::Sequential& submodule() { return submodule_; }
+  const GroupPtr& group() const { return group_; }
+
+ private:
+  torch::nn::Sequential submodule_;
+  int stage_index_, num_stages_;
+  GroupPtr group_;
+};
+
+using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
+
+// PipelineSchedule runs one step of a schedule on this rank's stage.
+class PipelineSchedule {
+ public:
+  PipelineSchedule(PipelineStage& stage, int n_microbatches, LossFn loss_fn);
+  virtual ~PipelineSchedule();
+
+  // step: the first stage gives the whole batch (cut along dimension 0
+  // into the microbatches); middle stages give nothing.
+  void step(const at::Tensor& input = at::Tensor());
+  // step_last: the last stage gives the targets, cut as the batch, and
+  // gets each microbatch's loss back. (A one-stage pipeline gives both.)
+  std::vector<at::Tensor> step_last(const at::Tensor& target, const at::Tensor& input = at::Tensor());
+
+  // The time this stage spent in its last step, and the part of it spent
+  // waiting for a peer (bench/pipeline_bench's measured bubble).
+  double last_step_seconds() const { return step_seconds_; }
+  double last_wait_seconds() const { return wait_seconds_; }
+
+ protected:
+  // One action of a schedule: microbatch `mb`'s forward or backward.
+  struct Action {
+    bool forward;
+    int mb;
+  };
+  // order is the schedule's actions on this stage, in order.
+  virtual std::vector<Action> order() const = 0;
+  PipelineStage& stage_;
+  int n_microbatches_;
+
+ private:
+  class Runner;
+  std::vector<at::Tensor> run(const at::Tensor& input, const at::Tensor& target);
+  LossFn loss_fn_;
+  std::unique_ptr<Runner> runner_;
+  double step_seconds_ = 0, wait_seconds_ = 0;
+};
+
+class ScheduleGPipe : public PipelineSchedule {
+ public:
+  using PipelineSchedule::PipelineSchedule;
+
+ protected:
+  std::vector<Action> order() const override;
+};
+
+class Schedule1F1B : public PipelineSchedule {
+ public:
+  using PipelineSchedule::PipelineSchedule;
+
+ protected:
+  std::vector<Action> order() const override;
+};
+
+}  // namespace cohort
