@@ -103,15 +103,15 @@ uint8_t* HostSlots::post(int local, int cell) const {
 
 void HostSlots::stamp_post(int cell, const Stamp& stamp) {
   PostCell& c = cell_at(base_, posts_at_, me_, cell);
-  c.bytes = stamp.bytes;
-  c.op = stamp.op;
+  c.bytes.store(stamp.bytes, std::memory_order_relaxed);
+  c.op.store(stamp.op, std::memory_order_relaxed);
   c.sequence.store(stamp.sequence, std::memory_order_release);
 }
 
 HostSlots::Stamp HostSlots::post_stamp_of(int local, int cell) const {
   const PostCell& c = cell_at(base_, posts_at_, local, cell);
   const uint64_t sequence = c.sequence.load(std::memory_order_acquire);
-  return Stamp{sequence, c.bytes, c.op};
+  return Stamp{sequence, c.bytes.load(std::memory_order_relaxed), c.op.load(std::memory_order_relaxed)};
 }
 
 void HostSlots::stamp(int half, const Stamp& stamp) {

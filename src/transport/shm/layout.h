@@ -44,10 +44,12 @@ static_assert(offsetof(RankControl, sleeping) == 64, "arrivals and stamps share 
 // header's line so that a post of up to 40 bytes is one cache line.
 // `sequence` is stored last (release): a reader that finds its operation's
 // sequence there has the whole post without looking at the root's count.
+// The other fields are atomics too (relaxed): a reader that finds an
+// older sequence may read them while the writer rewrites them.
 struct alignas(64) PostCell {
   std::atomic<uint64_t> sequence;
-  uint64_t bytes;
-  uint32_t op;
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint32_t> op;
   uint32_t unused;
   uint8_t data[1064];
 };
