@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/spin.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -463,12 +464,6 @@ Status begin_single_copy(AlgoContext& c, shm::HostSlots& a, shm::HostSlots::Stam
   st = arrive_and_wait_all(c, a);
   if (st.ok()) st = check_stamps(a, -1, *half, mine, c.what);
   return st;
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
 }
 
 // Posts (host_slots.h): each rank's ring of kPosts small cells. An

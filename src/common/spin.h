@@ -16,6 +16,15 @@
 
 namespace cohort {
 
+// cpu_relax tells the core this thread is in a spin loop (x86's pause: the
+// sibling hyperthread gets the pipeline, and leaving the loop does not flush
+// it); elsewhere it does nothing.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 // SpinPermit is held for the length of one wait; granted() says whether
 // this thread may spin during it.
 class SpinPermit {
