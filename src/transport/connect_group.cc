@@ -9,13 +9,14 @@
 
 namespace cohort {
 
-Result<ConnectedGroup> connect_group(Store& store, int rank, const std::vector<int>& global_ranks,
-                                     const std::string& address, Deadline deadline, bool with_shared_memory) {
+Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<int>& global_ranks,
+                                     const std::string& address, Deadline deadline, bool with_shared_memory,
+                                     bool allow_lazy) {
   const int size = static_cast<int>(global_ranks.size());
-  auto mesh = tcp::connect_mesh(store, rank, size, address, deadline);
+  auto mesh = tcp::connect_mesh(store, rank, size, address, deadline, allow_lazy);
   if (!mesh.ok()) return mesh.status();
-  ConnectedGroup group;
-  EngineOptions options;
+  ConnectedLinks group;
+  EngineOptions& options = group.options;
   std::vector<std::unique_ptr<Link>> shm_links(static_cast<size_t>(size));
   const bool shared_memory =
       with_shared_memory && !mesh.value().lazy && config_string(knobs::kShm) != "off" && size > 1;
@@ -43,8 +44,20 @@ Result<ConnectedGroup> connect_group(Store& store, int rank, const std::vector<i
   for (int q = 0; q < size; ++q) {
     if (shm_links[q]) tcp_links.links[q] = std::move(shm_links[q]);
   }
-  group.transport = std::make_unique<Engine>(rank, size, std::move(tcp_links.links),
-                                             std::move(tcp_links.acceptor), std::move(options));
+  group.links = std::move(tcp_links.links);
+  group.acceptor = std::move(tcp_links.acceptor);
+  return group;
+}
+
+Result<ConnectedGroup> connect_group(Store& store, int rank, const std::vector<int>& global_ranks,
+                                     const std::string& address, Deadline deadline, bool with_shared_memory) {
+  auto links = connect_links(store, rank, global_ranks, address, deadline, with_shared_memory, true);
+  if (!links.ok()) return links.status();
+  ConnectedLinks& l = links.value();
+  ConnectedGroup group;
+  group.arena = l.arena;
+  group.transport = std::make_unique<Engine>(rank, static_cast<int>(global_ranks.size()), std::move(l.links),
+                                             std::move(l.acceptor), std::move(l.options));
   return group;
 }
 

@@ -11,6 +11,8 @@
 
 #include "cohort/store.h"
 #include "common/deadline.h"
+#include "transport/engine.h"
+#include "transport/link.h"
 #include "transport/transport.h"
 
 namespace cohort {
@@ -25,6 +27,21 @@ struct ConnectedGroup {
   // carry those ranks' messages, so the transport holds it too.
   std::shared_ptr<shm::Arena> arena;
 };
+
+// ConnectedLinks are a group's links before an engine takes them: RPC's
+// wire (rpc/wire.h) drives them itself.
+struct ConnectedLinks {
+  std::vector<std::unique_ptr<Link>> links;  // null at this rank's index
+  std::unique_ptr<Acceptor> acceptor;        // lazy TCP only
+  EngineOptions options;
+  std::shared_ptr<shm::Arena> arena;
+};
+
+// connect_links makes the links of connect_group (below); with allow_lazy
+// false every TCP link is connected now, whatever COHORT_TCP_CONNECT says.
+Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<int>& global_ranks,
+                                     const std::string& address, Deadline deadline, bool with_shared_memory,
+                                     bool allow_lazy);
 
 // connect_group connects group rank `rank` (global_ranks: the group's
 // ranks in the job, for COHORT_SHM_RANKS_PER_HOST) to every other rank

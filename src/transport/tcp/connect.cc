@@ -122,7 +122,8 @@ Result<std::string> local_address(const std::string& peer_host) {
   return route_source(peer_host);
 }
 
-Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline) {
+Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline,
+                          bool allow_lazy) {
   auto listener = listen_tcp(address, 0);
   if (!listener.ok())
     return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
@@ -170,7 +171,7 @@ Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& a
   std::vector<Socket> sockets(static_cast<size_t>(size));
   std::vector<std::string> names(static_cast<size_t>(size));
   for (int q = 0; q < size; ++q) names[q] = to_string(addresses[q]);
-  if (config_string(knobs::kTcpConnect) == "lazy") {
+  if (allow_lazy && config_string(knobs::kTcpConnect) == "lazy") {
     // Everyone has joined; connections come with the first messages.
     Mesh mesh;
     mesh.sockets.resize(static_cast<size_t>(size));

@@ -38,7 +38,10 @@ struct Mesh {
   GroupCredentials credentials;        // what hellos show and expect
   bool lazy = false;
 };
-Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline);
+// With allow_lazy false the mesh is connected now even under
+// COHORT_TCP_CONNECT=lazy (RPC's wire has no acceptor).
+Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline,
+                          bool allow_lazy = true);
 
 // TcpLinks are a group's links over TCP alone, and the acceptor of a lazy
 // group.

@@ -1,0 +1,414 @@
+#include "transport/wire.h"
+
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <numeric>
+
+#include "common/config_registry.h"
+#include "common/logging.h"
+#include "common/spin.h"
+#include "transport/connect_group.h"
+
+namespace cohort {
+namespace {
+
+// A head is a message's description (a function's name, pickled arguments
+// without their tensors): anything larger than this is not one.
+constexpr uint64_t kMaxHeadBytes = uint64_t{1} << 30;
+
+size_t body_bytes(const std::vector<iovec>& body) {
+  size_t n = 0;
+  for (const iovec& v : body) n += v.iov_len;
+  return n;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MessageWire>> MessageWire::connect(Store& store, int rank, int size,
+                                                          const std::string& address, Deadline deadline) {
+  std::vector<int> ranks(static_cast<size_t>(size));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  auto links = connect_links(store, rank, ranks, address, deadline, /*with_shared_memory=*/true,
+                             /*allow_lazy=*/false);
+  if (!links.ok()) return links.status();
+  ConnectedLinks& l = links.value();
+  std::vector<std::string> addresses(static_cast<size_t>(size));
+  for (int q = 0; q < size; ++q) {
+    if (l.links[q]) addresses[q] = l.links[q]->address();
+  }
+  return std::unique_ptr<MessageWire>(new MessageWire(rank, size, std::move(l.links), std::move(l.arena),
+                                                      l.options.spin_bare, std::move(addresses)));
+}
+
+MessageWire::MessageWire(int rank, int size, std::vector<std::unique_ptr<Link>> links,
+                         std::shared_ptr<shm::Arena> arena, bool spin_bare, std::vector<std::string> addresses)
+    : rank_(rank),
+      size_(size),
+      peers_(static_cast<size_t>(size)),
+      arena_(std::move(arena)),
+      spin_bare_(spin_bare),
+      addresses_(std::move(addresses)),
+      lost_(new std::atomic<bool>[static_cast<size_t>(size)]) {
+  for (int q = 0; q < size; ++q) {
+    peers_[q].link = std::move(links[q]);
+    lost_[q].store(false);
+  }
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+MessageWire::~MessageWire() {
+  stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+std::string MessageWire::peer_name(int peer) const {
+  if (peer == rank_) return "rank " + std::to_string(peer) + " (this worker)";
+  return "rank " + std::to_string(peer) + " (" + addresses_[static_cast<size_t>(peer)] + ")";
+}
+
+bool MessageWire::shares_memory_with(int peer) const {
+  const Peer& p = peers_[static_cast<size_t>(peer)];
+  return p.link && p.link->moves_in_user_space();
+}
+
+void MessageWire::start(WireHandler* handler) {
+  handler_ = handler;
+  thread_ = std::thread([this] { run(); });
+}
+
+void MessageWire::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+  thread_.join();
+  for (Peer& p : peers_) {
+    if (p.link) p.link->shut_down();
+  }
+}
+
+Status MessageWire::send(int peer, OutMessage m) {
+  if (peer < 0 || peer >= size_) {
+    return invalid_argument("no worker of rank " + std::to_string(peer) + " (there are " +
+                            std::to_string(size_) + ")");
+  }
+  if (peer == rank_) {
+    deliver_to_self(std::move(m));
+    return Status::ok_status();
+  }
+  if (lost_[peer].load(std::memory_order_acquire)) {
+    return network_error(peer_name(peer) + " is gone: its connection ended");
+  }
+  {
+    std::lock_guard<std::mutex> lock(outbox_mu_);
+    outbox_.emplace_back(peer, std::move(m));
+  }
+  // The wire thread says it is about to sleep before it looks at the
+  // outbox a last time (both under the mutex's order): either it sees this
+  // message, or this thread sees it asleep and rings.
+  if (asleep_.load(std::memory_order_seq_cst)) {
+    const uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+    (void)ignored;
+  }
+  return Status::ok_status();
+}
+
+void MessageWire::deliver_to_self(OutMessage m) {
+  InMessage in;
+  in.header.type = m.type;
+  in.header.id = m.id;
+  in.header.head_bytes = m.head.size();
+  in.header.body_bytes = body_bytes(m.body);
+  in.head = std::move(m.head);
+  Status st = handler_->on_head(rank_, in);
+  if (!st.ok()) {
+    COHORT_LOG(kError) << "a message to this worker itself was refused: " << st.message();
+    return;
+  }
+  // Gather the sender's ranges into the receiver's.
+  size_t to = 0, to_off = 0;
+  for (const iovec& from : m.body) {
+    size_t done = 0;
+    while (done < from.iov_len && to < in.body.size()) {
+      const size_t n = std::min(from.iov_len - done, in.body[to].iov_len - to_off);
+      std::memcpy(static_cast<uint8_t*>(in.body[to].iov_base) + to_off,
+                  static_cast<const uint8_t*>(from.iov_base) + done, n);
+      done += n;
+      to_off += n;
+      if (to_off == in.body[to].iov_len) {
+        ++to;
+        to_off = 0;
+      }
+    }
+  }
+  handler_->on_message(rank_, std::move(in));
+}
+
+void MessageWire::take_outbox() {
+  {
+    std::lock_guard<std::mutex> lock(outbox_mu_);
+    taking_.swap(outbox_);
+  }
+  for (auto& [peer, message] : taking_) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.lost) continue;  // its futures failed when it was lost
+    Outgoing out;
+    out.header.type = message.type;
+    out.header.id = message.id;
+    out.header.head_bytes = message.head.size();
+    out.header.body_bytes = body_bytes(message.body);
+    out.message = std::move(message);
+    p.sends.push_back(std::move(out));
+  }
+  taking_.clear();
+}
+
+void MessageWire::lose(int peer, const Status& why) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.lost) return;
+  p.lost = true;
+  lost_[peer].store(true, std::memory_order_release);
+  p.sends.clear();
+  p.in = Inbound{};
+  p.link->shut_down();
+  COHORT_LOG(kDebug) << "rpc wire of rank " << rank_ << " lost " << peer_name(peer) << ": " << why.message();
+  handler_->on_peer_lost(peer, why);
+}
+
+bool MessageWire::write_to(int peer, bool* moved) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  bool any = false;
+  iovec iov[64];
+  while (!p.sends.empty()) {
+    Outgoing& o = p.sends.front();
+    // The message as ranges, less what went already.
+    size_t n = 0, skip = o.sent;
+    auto add = [&](const void* base, size_t len) {
+      if (n == 64 || len == 0) return;
+      if (skip >= len) {
+        skip -= len;
+        return;
+      }
+      iov[n++] = iovec{const_cast<uint8_t*>(static_cast<const uint8_t*>(base)) + skip, len - skip};
+      skip = 0;
+    };
+    add(&o.header, sizeof o.header);
+    add(o.message.head.data(), o.message.head.size());
+    for (const iovec& v : o.message.body) add(v.iov_base, v.iov_len);
+    const size_t total = sizeof o.header + o.header.head_bytes + o.header.body_bytes;
+    const LinkIo io = p.link->write(iov, n);
+    if (io.outcome == LinkIo::Outcome::kBlocked) break;
+    if (io.outcome != LinkIo::Outcome::kMoved) {
+      lose(peer, network_error(peer_name(peer) + " is gone: writing to it failed with " +
+                               std::strerror(io.error ? io.error : EPIPE)));
+      return false;
+    }
+    any = true;
+    o.sent += io.bytes;
+    if (o.sent == total) p.sends.pop_front();
+  }
+  if (any) {
+    *moved = true;
+    p.link->moved();
+  }
+  return true;
+}
+
+Status MessageWire::take_in(int peer, size_t n) {
+  Inbound& in = peers_[static_cast<size_t>(peer)].in;
+  if (in.stage == 0) {
+    in.header_got += n;
+    if (in.header_got < sizeof(WireHeader)) return Status::ok_status();
+    if (in.header.magic != kWireMagic) {
+      return network_error(peer_name(peer) + " sent something that is not an RPC message");
+    }
+    if (in.header.head_bytes > kMaxHeadBytes) {
+      return network_error(peer_name(peer) + " sent a message head of " + std::to_string(in.header.head_bytes) +
+                           " bytes, more than any head can be");
+    }
+    in.message.header = in.header;
+    in.message.head.resize(in.header.head_bytes);
+    in.stage = 1;
+    in.got = 0;
+    n = 0;
+  }
+  if (in.stage == 1) {
+    in.got += n;
+    if (in.got < in.header.head_bytes) return Status::ok_status();
+    Status st = handler_->on_head(peer, in.message);
+    if (!st.ok()) return st;
+    auto& body = in.message.body;
+    body.erase(std::remove_if(body.begin(), body.end(), [](const iovec& v) { return v.iov_len == 0; }),
+               body.end());
+    if (body_bytes(body) != in.header.body_bytes) {
+      return network_error(peer_name(peer) + " sent a body of " + std::to_string(in.header.body_bytes) +
+                           " bytes where its head describes " + std::to_string(body_bytes(body)));
+    }
+    in.stage = 2;
+    in.got = 0;
+    in.segment = 0;
+    n = 0;
+  }
+  in.got += n;
+  auto& body = in.message.body;
+  if (in.segment < body.size() && in.got == body[in.segment].iov_len) {
+    ++in.segment;
+    in.got = 0;
+  }
+  if (in.segment < body.size()) return Status::ok_status();
+  InMessage done = std::move(in.message);
+  in = Inbound{};
+  handler_->on_message(peer, std::move(done));
+  return Status::ok_status();
+}
+
+bool MessageWire::read_from(int peer, bool* moved) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  bool any = false;
+  for (;;) {
+    Inbound& in = p.in;
+    uint8_t* into;
+    size_t want;
+    if (in.stage == 0) {
+      into = reinterpret_cast<uint8_t*>(&in.header) + in.header_got;
+      want = sizeof(WireHeader) - in.header_got;
+    } else if (in.stage == 1) {
+      into = in.message.head.data() + in.got;
+      want = in.header.head_bytes - in.got;
+    } else {
+      const iovec& v = in.message.body[in.segment];
+      into = static_cast<uint8_t*>(v.iov_base) + in.got;
+      want = v.iov_len - in.got;
+    }
+    const LinkIo io = p.link->read(into, want);
+    if (io.outcome == LinkIo::Outcome::kBlocked) break;
+    if (io.outcome == LinkIo::Outcome::kEnded) {
+      lose(peer, network_error(peer_name(peer) + " closed its connection (the worker exited or was killed)"));
+      return false;
+    }
+    if (io.outcome == LinkIo::Outcome::kFailed) {
+      lose(peer, network_error(peer_name(peer) + " is gone: reading from it failed with " +
+                               std::strerror(io.error)));
+      return false;
+    }
+    any = true;
+    Status st = take_in(peer, io.bytes);
+    if (!st.ok()) {
+      lose(peer, st);
+      return false;
+    }
+  }
+  if (any) {
+    *moved = true;
+    p.link->moved();  // room in the ring for a writer that sleeps
+  }
+  return true;
+}
+
+void MessageWire::run() {
+  const auto budget =
+      std::chrono::microseconds(std::max<int64_t>(0, config_int(knobs::kTcpSpinUs)));
+  bool any_user_space = false;
+  for (const Peer& p : peers_) any_user_space |= p.link && p.link->moves_in_user_space();
+  std::vector<pollfd> fds;
+  std::vector<int> fd_peer;
+  // A permit to spin is taken for each busy spell and given back before a
+  // sleep: a wire that idles for minutes must not keep the process's
+  // collectives from spinning.
+  auto permit = std::make_unique<SpinPermit>();
+  QuietSpell spell(permit->granted() ? budget : std::chrono::microseconds(0), spin_bare_);
+  Clock::time_point now = Clock::now();
+  spell.restart(now);
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool moved = false;
+    take_outbox();
+    for (int q = 0; q < size_; ++q) {
+      Peer& p = peers_[q];
+      if (!p.link || p.lost) continue;
+      if (!p.sends.empty() && !write_to(q, &moved)) continue;
+      if (p.link->moves_in_user_space()) read_from(q, &moved);
+    }
+    if (moved) spell.restart(now);
+    fds.clear();
+    fd_peer.clear();
+    for (int q = 0; q < size_; ++q) {
+      const Peer& p = peers_[q];
+      if (!p.link || p.lost) continue;
+      const LinkPoll watch = p.link->poll(!p.sends.empty());
+      if (watch.fd < 0) continue;
+      fds.push_back(pollfd{watch.fd, watch.events, 0});
+      fd_peer.push_back(q);
+    }
+    fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+    const QuietSpell::Phase phase = spell.phase(now);
+    int timeout = phase == QuietSpell::Phase::kSleep ? -1 : 0;
+    if (timeout != 0) {
+      asleep_.store(true, std::memory_order_seq_cst);
+      {
+        std::lock_guard<std::mutex> lock(outbox_mu_);
+        if (!outbox_.empty()) timeout = 0;
+      }
+      if (stop_.load(std::memory_order_acquire)) timeout = 0;
+      if (any_user_space) {
+        for (Peer& p : peers_) {
+          if (!p.link || p.lost || !p.link->moves_in_user_space()) continue;
+          if (p.link->about_to_sleep(!p.sends.empty())) timeout = 0;
+        }
+      }
+      if (timeout != 0) permit.reset();
+    }
+    const int rc = ::poll(fds.data(), fds.size(), timeout);
+    if (asleep_.load(std::memory_order_relaxed)) {
+      asleep_.store(false, std::memory_order_relaxed);
+      for (Peer& p : peers_) {
+        if (p.link && p.link->moves_in_user_space()) p.link->awake();
+      }
+    }
+    if (!permit) {
+      now = Clock::now();
+      permit = std::make_unique<SpinPermit>();
+      spell = QuietSpell(permit->granted() ? budget : std::chrono::microseconds(0), spin_bare_);
+      spell.restart(now);
+    }
+    if (rc < 0 && errno != EINTR) {
+      COHORT_LOG(kError) << "rpc wire: poll failed: " << std::strerror(errno);
+      continue;
+    }
+    if (rc == 0 && timeout == 0 && phase != QuietSpell::Phase::kBareSpin) sched_yield();
+    if (rc > 0) {
+      if (fds.back().revents) {
+        uint64_t count;
+        ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
+        (void)ignored;
+      }
+      for (size_t i = 0; i + 1 < fds.size(); ++i) {
+        const short revents = fds[i].revents;
+        if (!revents) continue;
+        const int q = fd_peer[i];
+        Peer& p = peers_[q];
+        if (p.lost) continue;
+        bool became_ready = false;
+        Status st = p.link->on_ready(revents, &became_ready);
+        if (!st.ok()) {
+          lose(q, st);
+          continue;
+        }
+        if ((revents & POLLOUT) && !p.sends.empty() && !write_to(q, &moved)) continue;
+        if (revents & (POLLIN | POLLERR | POLLHUP)) read_from(q, &moved);
+      }
+      spell.restart(now);
+    }
+    now = Clock::now();
+  }
+}
+
+}  // namespace cohort

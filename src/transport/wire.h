@@ -1,0 +1,163 @@
+// wire.h: messages of any size, each whole, between the workers of a job,
+// over the transport's links (link.h): RPC's carrier (src/torch/rpc/).
+//
+// The engine (engine.h) is the collectives' driver of links: a receive is
+// posted before its message, with its size, and a peer that leaves while
+// it is needed ends the whole group. RPC needs the opposite: a message
+// nobody waited for, of a size only its sender knew, and a worker that
+// dies fails only what depended on it while the others go on calling each
+// other. So the wire drives the same links with its own thread and its
+// own framing:
+//
+//   WireHeader | head (head_bytes) | body (body_bytes)
+//
+// The head is small and read into a vector; from it the receiver (a
+// WireHandler) says where the body goes (for RPC: the storage of freshly
+// made tensors), so that the body's bytes go from the link straight into
+// place. The sender's body is a list of byte ranges that it keeps alive
+// until sent (tensors' storage): neither side copies it into a buffer.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cohort/store.h"
+#include "common/deadline.h"
+#include "common/status.h"
+#include "transport/link.h"
+
+namespace cohort {
+namespace shm {
+class Arena;
+}
+
+constexpr uint32_t kWireMagic = 0x52504331;  // "RPC1"
+
+struct WireHeader {
+  uint32_t magic = kWireMagic;
+  uint32_t type = 0;  // the handler's message type
+  uint64_t id = 0;    // the handler's (a call's number, ...)
+  uint64_t head_bytes = 0;
+  uint64_t body_bytes = 0;
+};
+
+// OutMessage is what a sender hands the wire. `body`'s ranges must stay
+// valid until the message is written or dropped; keep_alive owns them.
+struct OutMessage {
+  uint32_t type = 0;
+  uint64_t id = 0;
+  std::vector<uint8_t> head;
+  std::vector<iovec> body;
+  std::shared_ptr<void> keep_alive;
+};
+
+// InMessage is what arrives: the head, and the body in the places that
+// WireHandler::on_head chose (owned by keep_alive).
+struct InMessage {
+  WireHeader header;
+  std::vector<uint8_t> head;
+  std::vector<iovec> body;
+  std::shared_ptr<void> keep_alive;
+};
+
+// WireHandler is told what arrives, on the wire's thread (or on a sender's
+// thread, for a message to itself): keep each call short.
+class WireHandler {
+ public:
+  virtual ~WireHandler() = default;
+  // on_head sets m.body (ranges adding up to m.header.body_bytes) and
+  // m.keep_alive; an error (a head that makes no sense) ends the link to
+  // that peer, which is then lost.
+  virtual Status on_head(int peer, InMessage& m) = 0;
+  virtual void on_message(int peer, InMessage m) = 0;
+  // on_peer_lost is called once per peer whose link ended (closed,
+  // broken, or sent garbage), with a status naming it.
+  virtual void on_peer_lost(int peer, const Status& why) = 0;
+};
+
+class MessageWire {
+ public:
+  // connect joins `size` workers through `store` (namespaced for them):
+  // shared memory with those on this host, TCP with the others, every
+  // connection made now. Calls no handler before start().
+  static Result<std::unique_ptr<MessageWire>> connect(Store& store, int rank, int size,
+                                                      const std::string& address, Deadline deadline);
+  ~MessageWire();
+  MessageWire(const MessageWire&) = delete;
+  MessageWire& operator=(const MessageWire&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // peer_name: "rank 3 (10.0.0.3:4711)".
+  std::string peer_name(int peer) const;
+  bool shares_memory_with(int peer) const;
+
+  // start runs the wire's thread, which calls `handler` until stop().
+  void start(WireHandler* handler);
+  // send queues `m` for `peer` (any thread; in order per peer). A message
+  // to this rank itself is delivered on the caller's thread, its body
+  // copied. Fails naming the peer when its link has ended.
+  Status send(int peer, OutMessage m);
+  // stop ends every link (the peers see this worker leave) and joins the
+  // thread. Messages still queued are dropped.
+  void stop();
+
+ private:
+  struct Outgoing {
+    WireHeader header;
+    OutMessage message;
+    size_t sent = 0;  // of header + head + body
+  };
+  struct Inbound {
+    WireHeader header;
+    size_t header_got = 0;
+    int stage = 0;  // 0: header, 1: head, 2: body
+    InMessage message;
+    size_t got = 0;      // of the head, or of the current body range
+    size_t segment = 0;  // the body range being filled
+  };
+  struct Peer {
+    std::unique_ptr<Link> link;
+    std::deque<Outgoing> sends;
+    Inbound in;
+    bool lost = false;
+  };
+
+  MessageWire(int rank, int size, std::vector<std::unique_ptr<Link>> links, std::shared_ptr<shm::Arena> arena,
+              bool spin_bare, std::vector<std::string> addresses);
+  void run();
+  void take_outbox();
+  // write_to and read_from move what they can; false once the peer is lost.
+  bool write_to(int peer, bool* moved);
+  bool read_from(int peer, bool* moved);
+  Status take_in(int peer, size_t n);
+  void lose(int peer, const Status& why);
+  void deliver_to_self(OutMessage m);
+
+  const int rank_;
+  const int size_;
+  std::vector<Peer> peers_;
+  std::shared_ptr<shm::Arena> arena_;
+  bool spin_bare_;
+  std::vector<std::string> addresses_;
+  WireHandler* handler_ = nullptr;
+  std::thread thread_;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> asleep_{false};
+
+  std::mutex outbox_mu_;
+  std::vector<std::pair<int, OutMessage>> outbox_;  // guarded by outbox_mu_
+  std::vector<std::pair<int, OutMessage>> taking_;  // the wire thread's
+  std::unique_ptr<std::atomic<bool>[]> lost_;       // read by senders
+};
+
+}  // namespace cohort
