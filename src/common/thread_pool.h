@@ -21,11 +21,24 @@
 
 namespace cohort {
 
+// IdleWork is what the watching thread does instead of only looking at
+// the queue (RPC: it turns the wire, so that a call it reads it runs
+// itself, with no hand-off). begin and end bracket a watch; turn does one
+// step and says whether it did anything.
+class IdleWork {
+ public:
+  virtual ~IdleWork() = default;
+  virtual void begin() = 0;
+  virtual bool turn() = 0;
+  virtual void end() = 0;
+};
+
 class ThreadPool {
  public:
   // spin: how long the watching thread looks before it sleeps.
-  explicit ThreadPool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(100))
-      : spin_(spin) {
+  explicit ThreadPool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(100),
+                      IdleWork* idle = nullptr)
+      : spin_(spin), idle_(idle) {
     for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
   }
   ~ThreadPool() { stop(); }
@@ -64,10 +77,17 @@ class ThreadPool {
       std::function<void()> task;
       if (!watching_.exchange(true)) {
         // This thread watches: look without sleeping for a while.
-        const auto until = Clock::now() + spin_;
-        while (queued_.load(std::memory_order_acquire) == 0 && Clock::now() < until && !stopping_.load(std::memory_order_relaxed)) {
-          std::this_thread::yield();
+        if (idle_) idle_->begin();
+        auto until = Clock::now() + spin_;
+        while (queued_.load(std::memory_order_acquire) == 0 && Clock::now() < until &&
+               !stopping_.load(std::memory_order_relaxed)) {
+          if (idle_ && idle_->turn()) {
+            until = Clock::now() + spin_;  // work came: watch on
+          } else {
+            std::this_thread::yield();
+          }
         }
+        if (idle_) idle_->end();
         watching_.store(false, std::memory_order_seq_cst);
       }
       {
@@ -84,6 +104,7 @@ class ThreadPool {
     }
   }
   const std::chrono::microseconds spin_;
+  IdleWork* const idle_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -23,6 +23,12 @@ namespace {
 // without their tensors): anything larger than this is not one.
 constexpr uint64_t kMaxHeadBytes = uint64_t{1} << 30;
 
+// A large message moves in pieces of at most this, each one published to
+// the reader as soon as it is in the ring: with whole-ring writes and
+// reads, writer and reader would take turns (one copies while the other
+// waits) instead of copying at the same time.
+constexpr size_t kPieceBytes = 256 << 10;
+
 size_t body_bytes(const std::vector<iovec>& body) {
   size_t n = 0;
   for (const iovec& v : body) n += v.iov_len;
@@ -59,6 +65,7 @@ MessageWire::MessageWire(int rank, int size, std::vector<std::unique_ptr<Link>> 
   for (int q = 0; q < size; ++q) {
     peers_[q].link = std::move(links[q]);
     lost_[q].store(false);
+    if (peers_[q].link && !peers_[q].link->moves_in_user_space()) all_user_space_ = false;
   }
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
@@ -86,13 +93,49 @@ void MessageWire::start(WireHandler* handler) {
 void MessageWire::stop() {
   if (!thread_.joinable()) return;
   stop_.store(true, std::memory_order_release);
+  ring();
+  thread_.join();
+  for (Peer& p : peers_) {
+    if (!p.link) continue;
+    std::lock_guard<std::mutex> lock(p.send_mu);
+    p.link->shut_down();
+    p.sends.clear();
+  }
+}
+
+void MessageWire::ring() {
   const uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
   (void)ignored;
-  thread_.join();
-  for (Peer& p : peers_) {
-    if (p.link) p.link->shut_down();
+}
+
+MessageWire::Outgoing MessageWire::prepare(OutMessage m) {
+  Outgoing out;
+  out.header.type = m.type;
+  out.header.id = m.id;
+  out.header.head_bytes = m.head.size();
+  out.header.body_bytes = body_bytes(m.body);
+  out.message = std::move(m);
+  return out;
+}
+
+void MessageWire::queue(int peer, OutMessage m) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  Outgoing out = prepare(std::move(m));
+  bool moved = false;
+  Status failure;
+  {
+    std::lock_guard<std::mutex> lock(p.send_mu);
+    p.sends.push_back(std::move(out));
+    // Written here when nothing was before it; the rest is the wire
+    // thread's. A broken link is the wire thread's to report: it sees it too.
+    if (p.sends.size() == 1 && !write_locked(p, peer, &moved, &failure)) {
+      p.has_sends.store(true, std::memory_order_seq_cst);
+    } else {
+      p.has_sends.store(!p.sends.empty(), std::memory_order_seq_cst);
+    }
   }
+  if (p.has_sends.load(std::memory_order_seq_cst) && asleep_.load(std::memory_order_seq_cst)) ring();
 }
 
 Status MessageWire::send(int peer, OutMessage m) {
@@ -107,18 +150,7 @@ Status MessageWire::send(int peer, OutMessage m) {
   if (lost_[peer].load(std::memory_order_acquire)) {
     return network_error(peer_name(peer) + " is gone: its connection ended");
   }
-  {
-    std::lock_guard<std::mutex> lock(outbox_mu_);
-    outbox_.emplace_back(peer, std::move(m));
-  }
-  // The wire thread says it is about to sleep before it looks at the
-  // outbox a last time (both under the mutex's order): either it sees this
-  // message, or this thread sees it asleep and rings.
-  if (asleep_.load(std::memory_order_seq_cst)) {
-    const uint64_t one = 1;
-    ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
-    (void)ignored;
-  }
+  queue(peer, std::move(m));
   return Status::ok_status();
 }
 
@@ -153,52 +185,39 @@ void MessageWire::deliver_to_self(OutMessage m) {
   handler_->on_message(rank_, std::move(in));
 }
 
-void MessageWire::take_outbox() {
-  {
-    std::lock_guard<std::mutex> lock(outbox_mu_);
-    taking_.swap(outbox_);
-  }
-  for (auto& [peer, message] : taking_) {
-    Peer& p = peers_[static_cast<size_t>(peer)];
-    if (p.lost) continue;  // its futures failed when it was lost
-    Outgoing out;
-    out.header.type = message.type;
-    out.header.id = message.id;
-    out.header.head_bytes = message.head.size();
-    out.header.body_bytes = body_bytes(message.body);
-    out.message = std::move(message);
-    p.sends.push_back(std::move(out));
-  }
-  taking_.clear();
-}
-
 void MessageWire::lose(int peer, const Status& why) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.lost) return;
   p.lost = true;
   lost_[peer].store(true, std::memory_order_release);
-  p.sends.clear();
+  {
+    std::lock_guard<std::mutex> lock(p.send_mu);
+    p.sends.clear();
+    p.has_sends.store(false);
+    p.link->shut_down();
+  }
   p.in = Inbound{};
-  p.link->shut_down();
   COHORT_LOG(kDebug) << "rpc wire of rank " << rank_ << " lost " << peer_name(peer) << ": " << why.message();
   handler_->on_peer_lost(peer, why);
 }
 
-bool MessageWire::write_to(int peer, bool* moved) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+bool MessageWire::write_locked(Peer& p, int peer, bool* moved, Status* failure) {
   bool any = false;
   iovec iov[64];
   while (!p.sends.empty()) {
     Outgoing& o = p.sends.front();
     // The message as ranges, less what went already.
     size_t n = 0, skip = o.sent;
+    size_t room = kPieceBytes;
     auto add = [&](const void* base, size_t len) {
-      if (n == 64 || len == 0) return;
+      if (n == 64 || len == 0 || room == 0) return;
       if (skip >= len) {
         skip -= len;
         return;
       }
-      iov[n++] = iovec{const_cast<uint8_t*>(static_cast<const uint8_t*>(base)) + skip, len - skip};
+      const size_t take = std::min(len - skip, room);
+      iov[n++] = iovec{const_cast<uint8_t*>(static_cast<const uint8_t*>(base)) + skip, take};
+      room -= take;
       skip = 0;
     };
     add(&o.header, sizeof o.header);
@@ -208,8 +227,8 @@ bool MessageWire::write_to(int peer, bool* moved) {
     const LinkIo io = p.link->write(iov, n);
     if (io.outcome == LinkIo::Outcome::kBlocked) break;
     if (io.outcome != LinkIo::Outcome::kMoved) {
-      lose(peer, network_error(peer_name(peer) + " is gone: writing to it failed with " +
-                               std::strerror(io.error ? io.error : EPIPE)));
+      *failure = network_error(peer_name(peer) + " is gone: writing to it failed with " +
+                               std::strerror(io.error ? io.error : EPIPE));
       return false;
     }
     any = true;
@@ -223,8 +242,22 @@ bool MessageWire::write_to(int peer, bool* moved) {
   return true;
 }
 
+bool MessageWire::write_to(int peer, bool* moved) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  Status failure;
+  bool ok;
+  {
+    std::lock_guard<std::mutex> lock(p.send_mu);
+    ok = write_locked(p, peer, moved, &failure);
+    p.has_sends.store(!p.sends.empty(), std::memory_order_seq_cst);
+  }
+  if (!ok) lose(peer, failure);
+  return ok;
+}
+
 Status MessageWire::take_in(int peer, size_t n) {
-  Inbound& in = peers_[static_cast<size_t>(peer)].in;
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  Inbound& in = p.in;
   if (in.stage == 0) {
     in.header_got += n;
     if (in.header_got < sizeof(WireHeader)) return Status::ok_status();
@@ -243,7 +276,7 @@ Status MessageWire::take_in(int peer, size_t n) {
   }
   if (in.stage == 1) {
     in.got += n;
-    if (in.got < in.header.head_bytes) return Status::ok_status();
+    if (in.got < in.message.head.size()) return Status::ok_status();
     Status st = handler_->on_head(peer, in.message);
     if (!st.ok()) return st;
     auto& body = in.message.body;
@@ -283,13 +316,13 @@ bool MessageWire::read_from(int peer, bool* moved) {
       want = sizeof(WireHeader) - in.header_got;
     } else if (in.stage == 1) {
       into = in.message.head.data() + in.got;
-      want = in.header.head_bytes - in.got;
+      want = in.message.head.size() - in.got;
     } else {
       const iovec& v = in.message.body[in.segment];
       into = static_cast<uint8_t*>(v.iov_base) + in.got;
       want = v.iov_len - in.got;
     }
-    const LinkIo io = p.link->read(into, want);
+    const LinkIo io = p.link->read(into, std::min(want, kPieceBytes));
     if (io.outcome == LinkIo::Outcome::kBlocked) break;
     if (io.outcome == LinkIo::Outcome::kEnded) {
       lose(peer, network_error(peer_name(peer) + " closed its connection (the worker exited or was killed)"));
@@ -306,6 +339,7 @@ bool MessageWire::read_from(int peer, bool* moved) {
       lose(peer, st);
       return false;
     }
+    if (p.lost) return false;
   }
   if (any) {
     *moved = true;
@@ -314,13 +348,79 @@ bool MessageWire::read_from(int peer, bool* moved) {
   return true;
 }
 
+void MessageWire::collect_fds(bool with_wake) {
+  fds_.clear();
+  fd_peer_.clear();
+  for (int q = 0; q < size_; ++q) {
+    const Peer& p = peers_[q];
+    if (!p.link || p.lost) continue;
+    const LinkPoll watch = p.link->poll(p.has_sends.load(std::memory_order_relaxed));
+    if (watch.fd < 0) continue;
+    fds_.push_back(pollfd{watch.fd, watch.events, 0});
+    fd_peer_.push_back(q);
+  }
+  if (with_wake) fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
+}
+
+bool MessageWire::move_locked() {
+  bool moved = false;
+  for (int q = 0; q < size_; ++q) {
+    Peer& p = peers_[q];
+    if (!p.link || p.lost) continue;
+    if (p.has_sends.load(std::memory_order_acquire) && !write_to(q, &moved)) continue;
+    if (p.link->moves_in_user_space()) read_from(q, &moved);
+  }
+  return moved;
+}
+
+void MessageWire::serve_locked(size_t peers_polled, bool* moved) {
+  for (size_t i = 0; i < peers_polled; ++i) {
+    const short revents = fds_[i].revents;
+    if (!revents) continue;
+    const int q = fd_peer_[i];
+    Peer& p = peers_[q];
+    if (p.lost) continue;
+    bool became_ready = false;
+    Status st = p.link->on_ready(revents, &became_ready);
+    if (!st.ok()) {
+      lose(q, st);
+      continue;
+    }
+    if ((revents & POLLOUT) && p.has_sends.load() && !write_to(q, moved)) continue;
+    if (revents & (POLLIN | POLLERR | POLLHUP)) read_from(q, moved);
+  }
+}
+
+bool MessageWire::drive_once() {
+  std::unique_lock<std::mutex> lock(drive_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  bool moved = move_locked();
+  // Shared memory moves without system calls; sockets (and the ends of
+  // shared-memory peers) need poll(2), now and then when all is shared.
+  if (!all_user_space_ || (++turn_ & 15) == 0) {
+    collect_fds(false);
+    const int rc = fds_.empty() ? 0 : ::poll(fds_.data(), fds_.size(), 0);
+    if (rc > 0) {
+      serve_locked(fds_.size(), &moved);
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+void MessageWire::enter_driving() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
+
+void MessageWire::leave_driving() {
+  if (drivers_.fetch_sub(1, std::memory_order_seq_cst) == 1 && waiting_for_drivers_.load(std::memory_order_seq_cst)) {
+    ring();
+  }
+}
+
 void MessageWire::run() {
   const auto budget =
       std::chrono::microseconds(std::max<int64_t>(0, config_int(knobs::kTcpSpinUs)));
   bool any_user_space = false;
   for (const Peer& p : peers_) any_user_space |= p.link && p.link->moves_in_user_space();
-  std::vector<pollfd> fds;
-  std::vector<int> fd_peer;
   // A permit to spin is taken for each busy spell and given back before a
   // sleep: a wire that idles for minutes must not keep the process's
   // collectives from spinning.
@@ -328,85 +428,85 @@ void MessageWire::run() {
   QuietSpell spell(permit->granted() ? budget : std::chrono::microseconds(0), spin_bare_);
   Clock::time_point now = Clock::now();
   spell.restart(now);
+  auto wake_up = [&] {
+    now = Clock::now();
+    permit = std::make_unique<SpinPermit>();
+    spell = QuietSpell(permit->granted() ? budget : std::chrono::microseconds(0), spin_bare_);
+    spell.restart(now);
+  };
+  auto drain_wake = [&] {
+    uint64_t count;
+    ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
+    (void)ignored;
+  };
   while (!stop_.load(std::memory_order_acquire)) {
-    bool moved = false;
-    take_outbox();
-    for (int q = 0; q < size_; ++q) {
-      Peer& p = peers_[q];
-      if (!p.link || p.lost) continue;
-      if (!p.sends.empty() && !write_to(q, &moved)) continue;
-      if (p.link->moves_in_user_space()) read_from(q, &moved);
+    // Another thread of this process drives the wire (a caller waiting for
+    // its answer, an idle worker thread): it reads what comes and runs it
+    // with no hand-off, so this thread stays out of its way until the last
+    // one leaves (which rings), looking now and then all the same.
+    waiting_for_drivers_.store(true, std::memory_order_seq_cst);
+    if (drivers_.load(std::memory_order_seq_cst) > 0) {
+      permit.reset();
+      pollfd w{wake_fd_, POLLIN, 0};
+      if (::poll(&w, 1, 2) > 0) drain_wake();
+      waiting_for_drivers_.store(false, std::memory_order_relaxed);
+      wake_up();
+      continue;
     }
+    waiting_for_drivers_.store(false, std::memory_order_relaxed);
+    std::unique_lock<std::mutex> lock(drive_mu_);
+    bool moved = move_locked();
     if (moved) spell.restart(now);
-    fds.clear();
-    fd_peer.clear();
-    for (int q = 0; q < size_; ++q) {
-      const Peer& p = peers_[q];
-      if (!p.link || p.lost) continue;
-      const LinkPoll watch = p.link->poll(!p.sends.empty());
-      if (watch.fd < 0) continue;
-      fds.push_back(pollfd{watch.fd, watch.events, 0});
-      fd_peer.push_back(q);
-    }
-    fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+    collect_fds(true);
+    const size_t peers_polled = fds_.size() - 1;
     const QuietSpell::Phase phase = spell.phase(now);
     int timeout = phase == QuietSpell::Phase::kSleep ? -1 : 0;
     if (timeout != 0) {
+      // Said before the last look at the queues: a sender either finds
+      // this flag set and rings, or its queue is seen here.
       asleep_.store(true, std::memory_order_seq_cst);
-      {
-        std::lock_guard<std::mutex> lock(outbox_mu_);
-        if (!outbox_.empty()) timeout = 0;
+      for (const Peer& p : peers_) {
+        if (p.has_sends.load(std::memory_order_seq_cst)) timeout = 0;
       }
-      if (stop_.load(std::memory_order_acquire)) timeout = 0;
+      if (stop_.load(std::memory_order_acquire) || drivers_.load() > 0) timeout = 0;
       if (any_user_space) {
         for (Peer& p : peers_) {
           if (!p.link || p.lost || !p.link->moves_in_user_space()) continue;
-          if (p.link->about_to_sleep(!p.sends.empty())) timeout = 0;
+          if (p.link->about_to_sleep(p.has_sends.load(std::memory_order_relaxed))) timeout = 0;
         }
       }
       if (timeout != 0) permit.reset();
     }
-    const int rc = ::poll(fds.data(), fds.size(), timeout);
+    int rc = 0;
+    if (timeout != 0) {
+      // Asleep without the wire: a thread that comes to drive it may.
+      lock.unlock();
+      rc = ::poll(fds_.data(), fds_.size(), timeout);
+      lock.lock();
+    } else if (!all_user_space_ || (++turn_ & 15) == 0) {
+      // Spinning over shared memory alone, the descriptors (doorbells,
+      // ends, the wake-up) need a look only now and then: a poll(2) per
+      // turn would cost more than the turn.
+      rc = ::poll(fds_.data(), fds_.size(), 0);
+    }
     if (asleep_.load(std::memory_order_relaxed)) {
       asleep_.store(false, std::memory_order_relaxed);
       for (Peer& p : peers_) {
         if (p.link && p.link->moves_in_user_space()) p.link->awake();
       }
     }
-    if (!permit) {
-      now = Clock::now();
-      permit = std::make_unique<SpinPermit>();
-      spell = QuietSpell(permit->granted() ? budget : std::chrono::microseconds(0), spin_bare_);
-      spell.restart(now);
-    }
+    if (!permit) wake_up();
     if (rc < 0 && errno != EINTR) {
       COHORT_LOG(kError) << "rpc wire: poll failed: " << std::strerror(errno);
       continue;
     }
-    if (rc == 0 && timeout == 0 && phase != QuietSpell::Phase::kBareSpin) sched_yield();
     if (rc > 0) {
-      if (fds.back().revents) {
-        uint64_t count;
-        ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
-        (void)ignored;
-      }
-      for (size_t i = 0; i + 1 < fds.size(); ++i) {
-        const short revents = fds[i].revents;
-        if (!revents) continue;
-        const int q = fd_peer[i];
-        Peer& p = peers_[q];
-        if (p.lost) continue;
-        bool became_ready = false;
-        Status st = p.link->on_ready(revents, &became_ready);
-        if (!st.ok()) {
-          lose(q, st);
-          continue;
-        }
-        if ((revents & POLLOUT) && !p.sends.empty() && !write_to(q, &moved)) continue;
-        if (revents & (POLLIN | POLLERR | POLLHUP)) read_from(q, &moved);
-      }
+      if (fds_.back().revents) drain_wake();
+      serve_locked(peers_polled, &moved);
       spell.restart(now);
     }
+    lock.unlock();
+    if (rc == 0 && timeout == 0 && phase != QuietSpell::Phase::kBareSpin) sched_yield();
     now = Clock::now();
   }
 }

@@ -18,6 +18,7 @@
 // until sent (tensors' storage): neither side copies it into a buffer.
 #pragma once
 
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -106,6 +107,19 @@ class MessageWire {
   // to this rank itself is delivered on the caller's thread, its body
   // copied. Fails naming the peer when its link has ended.
   Status send(int peer, OutMessage m);
+  // Driving: any thread may turn the wire (read what came, write what is
+  // queued) instead of leaving it to the wire's own thread, which then
+  // keeps out of the way: a caller that waits for its answer reads it
+  // itself, and an idle worker thread that reads a call runs it, with no
+  // hand-off between threads (each costs microseconds, or a wake-up's
+  // tens). enter_driving/leave_driving bracket a spell of drive_once
+  // calls; drive_once is one turn that never sleeps, false when another
+  // thread is turning the wire just now. Handlers run on the driving
+  // thread.
+  void enter_driving();
+  void leave_driving();
+  bool drive_once();
+
   // stop ends every link (the peers see this worker leave) and joins the
   // thread. Messages still queued are dropped.
   void stop();
@@ -126,21 +140,36 @@ class MessageWire {
   };
   struct Peer {
     std::unique_ptr<Link> link;
-    std::deque<Outgoing> sends;
-    Inbound in;
-    bool lost = false;
+    // Sends are written by whichever thread gets there first: the
+    // sender's own when the queue is empty (no hand-off to the wire's
+    // thread on the way out), else the wire's thread, in order.
+    std::mutex send_mu;
+    std::deque<Outgoing> sends;  // guarded by send_mu
+    std::atomic<bool> has_sends{false};
+    Inbound in;  // the wire thread's
+    bool lost = false;  // the wire thread's
   };
 
   MessageWire(int rank, int size, std::vector<std::unique_ptr<Link>> links, std::shared_ptr<shm::Arena> arena,
               bool spin_bare, std::vector<std::string> addresses);
   void run();
-  void take_outbox();
-  // write_to and read_from move what they can; false once the peer is lost.
+  // With drive_mu_ held: move what the links can move now (queued sends,
+  // shared-memory reads); gather what poll(2) should watch; handle what it
+  // found for the first `peers_polled` entries.
+  bool move_locked();
+  void collect_fds(bool with_wake);
+  void serve_locked(size_t peers_polled, bool* moved);
+  static Outgoing prepare(OutMessage m);
+  void queue(int peer, OutMessage m);
+  // write_locked writes what it can of peer's queue (send_mu held); false
+  // once the link failed, with *failure saying why.
+  bool write_locked(Peer& p, int peer, bool* moved, Status* failure);
   bool write_to(int peer, bool* moved);
   bool read_from(int peer, bool* moved);
   Status take_in(int peer, size_t n);
   void lose(int peer, const Status& why);
   void deliver_to_self(OutMessage m);
+  void ring();
 
   const int rank_;
   const int size_;
@@ -153,11 +182,14 @@ class MessageWire {
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> asleep_{false};
-
-  std::mutex outbox_mu_;
-  std::vector<std::pair<int, OutMessage>> outbox_;  // guarded by outbox_mu_
-  std::vector<std::pair<int, OutMessage>> taking_;  // the wire thread's
-  std::unique_ptr<std::atomic<bool>[]> lost_;       // read by senders
+  std::mutex drive_mu_;  // held by whichever thread turns the wire
+  std::vector<pollfd> fds_;   // guarded by drive_mu_
+  std::vector<int> fd_peer_;  // guarded by drive_mu_
+  uint32_t turn_ = 0;         // guarded by drive_mu_
+  bool all_user_space_ = true;  // every link moves in shared memory
+  std::atomic<int> drivers_{0};
+  std::atomic<bool> waiting_for_drivers_{false};
+  std::unique_ptr<std::atomic<bool>[]> lost_;  // read by senders
 };
 
 }  // namespace cohort

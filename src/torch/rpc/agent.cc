@@ -218,10 +218,16 @@ std::exception_ptr RpcAgent::error_from(const IValue& payload) {
 }
 
 IValue RpcAgent::wait(SyncSlot& slot) {
-  // A small call's answer comes sooner than a sleeping thread wakes:
-  // look for a while first (yielding the core to whoever computes it).
-  const auto until = Clock::now() + std::chrono::microseconds(200);
-  while (!slot.done.load(std::memory_order_acquire) && Clock::now() < until) std::this_thread::yield();
+  if (!slot.done.load(std::memory_order_acquire)) {
+    // A small call's answer comes sooner than a sleeping thread wakes:
+    // wait turning the wire, so that this thread reads the answer itself.
+    wire_->enter_driving();
+    const auto until = Clock::now() + std::chrono::microseconds(200);
+    while (!slot.done.load(std::memory_order_acquire) && Clock::now() < until) {
+      if (!wire_->drive_once()) std::this_thread::yield();
+    }
+    wire_->leave_driving();
+  }
   std::unique_lock<std::mutex> lock(slot.mu);
   slot.cv.wait(lock, [&] { return slot.done.load(std::memory_order_acquire); });
   if (slot.error) std::rethrow_exception(slot.error);
@@ -737,7 +743,9 @@ void init_rpc(const std::string& name, int rank, int world_size, const RpcBacken
     }
   }
   agent->lost_.assign(static_cast<size_t>(world_size), Status::ok_status());
-  agent->pool_ = std::make_unique<ThreadPool>(options.num_worker_threads);
+  agent->wire_turns_.wire = agent->wire_.get();
+  agent->pool_ = std::make_unique<ThreadPool>(options.num_worker_threads, std::chrono::microseconds(100),
+                                              &agent->wire_turns_);
   agent->wire_->start(agent.get());
   agent->timer_ = std::thread([a = agent.get()] { a->timer_loop(); });
   RpcAgent::install(agent);

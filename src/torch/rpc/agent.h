@@ -143,7 +143,7 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
   friend void init_rpc(const std::string& name, int rank, int world_size, const RpcBackendOptions& options);
 
   // agent.cc
-  static IValue wait(SyncSlot& slot);
+  IValue wait(SyncSlot& slot);
   uint64_t start(int to, MessageType type, const IValue& payload, bool has_rrefs, Pending pending);
   void finish(uint64_t id, IValue value, std::exception_ptr error, int from);
   void run_call(int peer, std::shared_ptr<InMessage> m);
@@ -170,6 +170,14 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
   std::shared_ptr<Store> store_;
   std::vector<std::string> names_;
   std::unique_ptr<MessageWire> wire_;
+  // The pool's watching thread turns the wire (see MessageWire::drive_once).
+  struct WireTurns : IdleWork {
+    MessageWire* wire = nullptr;
+    void begin() override { wire->enter_driving(); }
+    bool turn() override { return wire->drive_once(); }
+    void end() override { wire->leave_driving(); }
+  };
+  WireTurns wire_turns_;
   std::unique_ptr<ThreadPool> pool_;
 
   std::mutex mu_;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cohort/errors.h"
+#include "common/buffer_pool.h"
 
 namespace cohort::rpc {
 namespace {
@@ -25,6 +26,26 @@ struct TensorMeta {
 };
 
 constexpr int kMaxDims = 64;
+
+// Tensors from this size up are received into pooled buffers (see
+// buffer_pool.h): a fresh one costs its page faults on every message.
+constexpr size_t kPooledFrom = 64 << 10;
+
+BufferPool& receive_pool() {
+  static BufferPool* pool = new BufferPool(size_t{512} << 20);  // never freed: tensors may outlive main
+  return *pool;
+}
+
+at::Tensor receive_tensor(const std::vector<int64_t>& sizes, c10::ScalarType dtype) {
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  if (bytes < kPooledFrom) return at::empty(sizes, at::TensorOptions().dtype(dtype));
+  void* buffer = receive_pool().take(bytes);
+  if (!buffer) throw std::bad_alloc();
+  return at::from_blob(
+      buffer, sizes, [bytes](void* b) { receive_pool().give(b, bytes); }, at::TensorOptions().dtype(dtype));
+}
 
 template <class T>
 void append(std::vector<uint8_t>& out, const T& value) {
@@ -109,7 +130,7 @@ Status prepare_body(InMessage& m) {
     if (meta.dtype < 0 || meta.dtype >= static_cast<int8_t>(c10::ScalarType::NumOptions)) {
       return invalid_argument("an rpc message with an unknown dtype " + std::to_string(meta.dtype));
     }
-    at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(dtype));
+    at::Tensor t = receive_tensor(sizes, dtype);
     if (t.nbytes() > 0) m.body.push_back(iovec{t.data_ptr(), t.nbytes()});
     decoded->tensors.push_back(std::move(t));
   }
