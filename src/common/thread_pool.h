@@ -30,7 +30,9 @@ class IdleWork {
   virtual ~IdleWork() = default;
   virtual void begin() = 0;
   virtual bool turn() = 0;
-  virtual void end() = 0;
+  // found_work: the watch ends because a task came (this thread runs it
+  // and watches again after), not because it timed out.
+  virtual void end(bool found_work) = 0;
 };
 
 class ThreadPool {
@@ -87,7 +89,7 @@ class ThreadPool {
             std::this_thread::yield();
           }
         }
-        if (idle_) idle_->end();
+        if (idle_) idle_->end(queued_.load(std::memory_order_acquire) > 0);
         watching_.store(false, std::memory_order_seq_cst);
       }
       {

@@ -29,6 +29,10 @@ constexpr uint64_t kMaxHeadBytes = uint64_t{1} << 30;
 // waits) instead of copying at the same time.
 constexpr size_t kPieceBytes = 256 << 10;
 
+// While other threads drive the wire, its own thread looks this often
+// whether they all left without handing it back.
+constexpr int kDriversLookMs = 1;
+
 size_t body_bytes(const std::vector<iovec>& body) {
   size_t n = 0;
   for (const iovec& v : body) n += v.iov_len;
@@ -87,6 +91,7 @@ bool MessageWire::shares_memory_with(int peer) const {
 
 void MessageWire::start(WireHandler* handler) {
   handler_ = handler;
+  started_.store(true, std::memory_order_release);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -348,18 +353,18 @@ bool MessageWire::read_from(int peer, bool* moved) {
   return true;
 }
 
-void MessageWire::collect_fds(bool with_wake) {
-  fds_.clear();
-  fd_peer_.clear();
+void MessageWire::collect_fds(bool with_wake, std::vector<pollfd>& fds, std::vector<int>& fd_peer) {
+  fds.clear();
+  fd_peer.clear();
   for (int q = 0; q < size_; ++q) {
     const Peer& p = peers_[q];
     if (!p.link || p.lost) continue;
     const LinkPoll watch = p.link->poll(p.has_sends.load(std::memory_order_relaxed));
     if (watch.fd < 0) continue;
-    fds_.push_back(pollfd{watch.fd, watch.events, 0});
-    fd_peer_.push_back(q);
+    fds.push_back(pollfd{watch.fd, watch.events, 0});
+    fd_peer.push_back(q);
   }
-  if (with_wake) fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
+  if (with_wake) fds.push_back(pollfd{wake_fd_, POLLIN, 0});
 }
 
 bool MessageWire::move_locked() {
@@ -373,11 +378,12 @@ bool MessageWire::move_locked() {
   return moved;
 }
 
-void MessageWire::serve_locked(size_t peers_polled, bool* moved) {
+void MessageWire::serve_locked(const std::vector<pollfd>& fds, const std::vector<int>& fd_peer,
+                               size_t peers_polled, bool* moved) {
   for (size_t i = 0; i < peers_polled; ++i) {
-    const short revents = fds_[i].revents;
+    const short revents = fds[i].revents;
     if (!revents) continue;
-    const int q = fd_peer_[i];
+    const int q = fd_peer[i];
     Peer& p = peers_[q];
     if (p.lost) continue;
     bool became_ready = false;
@@ -392,26 +398,42 @@ void MessageWire::serve_locked(size_t peers_polled, bool* moved) {
 }
 
 bool MessageWire::drive_once() {
+  if (!started_.load(std::memory_order_acquire)) return false;  // no handler yet
   std::unique_lock<std::mutex> lock(drive_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;
   bool moved = move_locked();
   // Shared memory moves without system calls; sockets (and the ends of
   // shared-memory peers) need poll(2), now and then when all is shared.
   if (!all_user_space_ || (++turn_ & 15) == 0) {
-    collect_fds(false);
+    collect_fds(false, fds_, fd_peer_);
     const int rc = fds_.empty() ? 0 : ::poll(fds_.data(), fds_.size(), 0);
     if (rc > 0) {
-      serve_locked(fds_.size(), &moved);
+      serve_locked(fds_, fd_peer_, fds_.size(), &moved);
       moved = true;
     }
   }
   return moved;
 }
 
-void MessageWire::enter_driving() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
+void MessageWire::enter_driving() {
+  if (drivers_.fetch_add(1, std::memory_order_seq_cst) != 0) return;
+  // The first driver reads the shared-memory rings itself: the peers need
+  // not ring this process's doorbell (a system call per message) for the
+  // wire's thread, which stays out of the way until the drivers leave.
+  std::lock_guard<std::mutex> lock(drive_mu_);
+  for (Peer& p : peers_) {
+    if (p.link && !p.lost && p.link->moves_in_user_space()) p.link->awake();
+  }
+}
 
-void MessageWire::leave_driving() {
-  if (drivers_.fetch_sub(1, std::memory_order_seq_cst) == 1 && waiting_for_drivers_.load(std::memory_order_seq_cst)) {
+void MessageWire::leave_driving(bool hand_back) {
+  // The last driver hands the wire back to its thread, which may be asleep
+  // with the doorbells off (enter_driving turned them off): wake it. A
+  // driver that will be back at once (a worker thread off to run the call
+  // it read) does not: the wire's thread looks by itself every
+  // kDriversLook, which bounds what a message may wait meanwhile.
+  if (drivers_.fetch_sub(1, std::memory_order_seq_cst) == 1 && hand_back &&
+      (waiting_for_drivers_.load(std::memory_order_seq_cst) || asleep_.load(std::memory_order_seq_cst))) {
     ring();
   }
 }
@@ -434,6 +456,10 @@ void MessageWire::run() {
     spell = QuietSpell(permit->granted() ? budget : std::chrono::microseconds(0), spin_bare_);
     spell.restart(now);
   };
+  // This thread's own table: it polls it with the wire let go, while a
+  // driver may be using the shared one.
+  std::vector<pollfd> fds;
+  std::vector<int> fd_peer;
   auto drain_wake = [&] {
     uint64_t count;
     ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
@@ -448,17 +474,23 @@ void MessageWire::run() {
     if (drivers_.load(std::memory_order_seq_cst) > 0) {
       permit.reset();
       pollfd w{wake_fd_, POLLIN, 0};
-      if (::poll(&w, 1, 2) > 0) drain_wake();
+      if (::poll(&w, 1, kDriversLookMs) > 0) drain_wake();
       waiting_for_drivers_.store(false, std::memory_order_relaxed);
-      wake_up();
+      // Back on duty: one look, then asleep (doorbells asked for) unless
+      // something moves; spinning here would take a core from the drivers
+      // that come and go.
+      now = Clock::now();
+      permit = std::make_unique<SpinPermit>();
+      spell = QuietSpell(std::chrono::microseconds(0), false);
+      spell.restart(now);
       continue;
     }
     waiting_for_drivers_.store(false, std::memory_order_relaxed);
     std::unique_lock<std::mutex> lock(drive_mu_);
     bool moved = move_locked();
     if (moved) spell.restart(now);
-    collect_fds(true);
-    const size_t peers_polled = fds_.size() - 1;
+    collect_fds(true, fds, fd_peer);
+    const size_t peers_polled = fds.size() - 1;
     const QuietSpell::Phase phase = spell.phase(now);
     int timeout = phase == QuietSpell::Phase::kSleep ? -1 : 0;
     if (timeout != 0) {
@@ -481,13 +513,13 @@ void MessageWire::run() {
     if (timeout != 0) {
       // Asleep without the wire: a thread that comes to drive it may.
       lock.unlock();
-      rc = ::poll(fds_.data(), fds_.size(), timeout);
+      rc = ::poll(fds.data(), fds.size(), timeout);
       lock.lock();
     } else if (!all_user_space_ || (++turn_ & 15) == 0) {
       // Spinning over shared memory alone, the descriptors (doorbells,
       // ends, the wake-up) need a look only now and then: a poll(2) per
       // turn would cost more than the turn.
-      rc = ::poll(fds_.data(), fds_.size(), 0);
+      rc = ::poll(fds.data(), fds.size(), 0);
     }
     if (asleep_.load(std::memory_order_relaxed)) {
       asleep_.store(false, std::memory_order_relaxed);
@@ -501,8 +533,8 @@ void MessageWire::run() {
       continue;
     }
     if (rc > 0) {
-      if (fds_.back().revents) drain_wake();
-      serve_locked(peers_polled, &moved);
+      if (fds.back().revents) drain_wake();
+      serve_locked(fds, fd_peer, peers_polled, &moved);
       spell.restart(now);
     }
     lock.unlock();

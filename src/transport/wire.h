@@ -113,11 +113,12 @@ class MessageWire {
   // itself, and an idle worker thread that reads a call runs it, with no
   // hand-off between threads (each costs microseconds, or a wake-up's
   // tens). enter_driving/leave_driving bracket a spell of drive_once
-  // calls; drive_once is one turn that never sleeps, false when another
+  // calls (hand_back false: this thread will be back at once, so the
+  // wire's thread is not woken); drive_once is one turn that never sleeps, false when another
   // thread is turning the wire just now. Handlers run on the driving
   // thread.
   void enter_driving();
-  void leave_driving();
+  void leave_driving(bool hand_back = true);
   bool drive_once();
 
   // stop ends every link (the peers see this worker leave) and joins the
@@ -157,8 +158,9 @@ class MessageWire {
   // shared-memory reads); gather what poll(2) should watch; handle what it
   // found for the first `peers_polled` entries.
   bool move_locked();
-  void collect_fds(bool with_wake);
-  void serve_locked(size_t peers_polled, bool* moved);
+  void collect_fds(bool with_wake, std::vector<pollfd>& fds, std::vector<int>& fd_peer);
+  void serve_locked(const std::vector<pollfd>& fds, const std::vector<int>& fd_peer, size_t peers_polled,
+                    bool* moved);
   static Outgoing prepare(OutMessage m);
   void queue(int peer, OutMessage m);
   // write_locked writes what it can of peer's queue (send_mu held); false
@@ -180,10 +182,11 @@ class MessageWire {
   WireHandler* handler_ = nullptr;
   std::thread thread_;
   int wake_fd_ = -1;
+  std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> asleep_{false};
   std::mutex drive_mu_;  // held by whichever thread turns the wire
-  std::vector<pollfd> fds_;   // guarded by drive_mu_
+  std::vector<pollfd> fds_;   // drive_once's table; guarded by drive_mu_
   std::vector<int> fd_peer_;  // guarded by drive_mu_
   uint32_t turn_ = 0;         // guarded by drive_mu_
   bool all_user_space_ = true;  // every link moves in shared memory

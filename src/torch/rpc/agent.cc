@@ -153,10 +153,14 @@ uint64_t RpcAgent::start(int to, MessageType type, const IValue& payload, bool h
   const auto timeout_at = pending.deadline;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const bool sooner = deadlines_.empty() || timeout_at < deadlines_.begin()->first;
     if (timeout_at != Clock::time_point::max()) deadlines_.emplace(timeout_at, id);
     pending_.emplace(id, std::move(pending));
-    if (sooner && timeout_at != Clock::time_point::max()) timer_cv_.notify_one();
+    // The timer thread is woken only for a deadline before the one it
+    // sleeps until: not once per call (a wake-up costs more than a call).
+    if (timeout_at < timer_wakes_at_) {
+      timer_wakes_at_ = timeout_at;
+      timer_cv_.notify_one();
+    }
   }
   Status st = send(to, std::move(m));
   if (!st.ok()) {
@@ -226,7 +230,10 @@ IValue RpcAgent::wait(SyncSlot& slot) {
     while (!slot.done.load(std::memory_order_acquire) && Clock::now() < until) {
       if (!wire_->drive_once()) std::this_thread::yield();
     }
-    wire_->leave_driving();
+    // With the answer in hand this thread will likely call again at once:
+    // the wire's thread is left to look by itself (within a millisecond);
+    // without it, this thread is off to sleep and hands the wire back.
+    wire_->leave_driving(!slot.done.load(std::memory_order_acquire));
   }
   std::unique_lock<std::mutex> lock(slot.mu);
   slot.cv.wait(lock, [&] { return slot.done.load(std::memory_order_acquire); });
@@ -589,19 +596,20 @@ void RpcAgent::timer_loop() {
   for (;;) {
     if (leaving_ && pending_.empty()) return;
     if (deadlines_.empty()) {
+      timer_wakes_at_ = Clock::time_point::max();
       timer_cv_.wait(lock);
       continue;
     }
     const auto [when, id] = *deadlines_.begin();
     if (Clock::now() < when) {
+      timer_wakes_at_ = when;
       timer_cv_.wait_until(lock, when);
       continue;
     }
     deadlines_.erase(deadlines_.begin());
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;
-    Pending& p = it->second;
-    const std::string what = p.what + " timed out after " + millis(p.timeout);
+    const std::string what = it->second.what + " timed out after " + millis(it->second.timeout);
     lock.unlock();
     finish(id, IValue(), std::make_exception_ptr(TimeoutError("rpc: " + what)), -1);
     lock.lock();

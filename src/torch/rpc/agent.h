@@ -175,7 +175,7 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
     MessageWire* wire = nullptr;
     void begin() override { wire->enter_driving(); }
     bool turn() override { return wire->drive_once(); }
-    void end() override { wire->leave_driving(); }
+    void end(bool found_work) override { wire->leave_driving(!found_work); }
   };
   WireTurns wire_turns_;
   std::unique_ptr<ThreadPool> pool_;
@@ -190,6 +190,7 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
   bool leaving_ = false;                           // guarded by mu_: peers' ends expected
   bool shut_down_ = false;                         // shutdown's caller's
   std::condition_variable timer_cv_;
+  Clock::time_point timer_wakes_at_ = Clock::time_point::max();  // guarded by mu_
   std::thread timer_;
 
   // RRef bookkeeping (rref.cc), guarded by rref_mu_.
