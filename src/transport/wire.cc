@@ -427,15 +427,25 @@ void MessageWire::enter_driving() {
 }
 
 void MessageWire::leave_driving(bool hand_back) {
-  // The last driver hands the wire back to its thread, which may be asleep
-  // with the doorbells off (enter_driving turned them off): wake it. A
-  // driver that will be back at once (a worker thread off to run the call
-  // it read) does not: the wire's thread looks by itself every
-  // kDriversLook, which bounds what a message may wait meanwhile.
-  if (drivers_.fetch_sub(1, std::memory_order_seq_cst) == 1 && hand_back &&
-      (waiting_for_drivers_.load(std::memory_order_seq_cst) || asleep_.load(std::memory_order_seq_cst))) {
-    ring();
+  if (drivers_.fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  // The last driver hands the wire back to its thread. That thread may be
+  // asleep with the doorbells off (enter_driving turned them off): either
+  // wake it, or, for a driver that will be back at once (a worker thread
+  // off to run the call it read, a caller with its answer), only turn the
+  // doorbells back on, so that whatever comes meanwhile still wakes it.
+  // A thread waiting for the drivers looks by itself every kDriversLookMs.
+  if (hand_back) {
+    if (waiting_for_drivers_.load(std::memory_order_seq_cst) || asleep_.load(std::memory_order_seq_cst)) ring();
+    return;
   }
+  std::lock_guard<std::mutex> lock(drive_mu_);
+  if (!asleep_.load(std::memory_order_seq_cst)) return;
+  bool waiting = false;
+  for (Peer& p : peers_) {
+    if (!p.link || p.lost || !p.link->moves_in_user_space()) continue;
+    waiting |= p.link->about_to_sleep(p.has_sends.load(std::memory_order_relaxed));
+  }
+  if (waiting) ring();
 }
 
 void MessageWire::run() {

@@ -35,5 +35,10 @@ TEST(Rpc, GracefulShutdownWaitsForTheCallsInFlight) {
   expect_ok(out, "shutdown", {0, 1});
 }
 
+TEST(Rpc, DistributedAutogradAndOptimizerEqualOneProcess) {
+  auto out = start_ranks(3, {binary_path("tests/rpc_worker"), "autograd"});
+  expect_ok(out, "autograd", {0, 1, 2});
+}
+
 }  // namespace
 }  // namespace cohort::testing

@@ -12,6 +12,11 @@
 //             go on calling each other
 //   shutdown  (2 workers) graceful shutdown with calls in flight: every
 //             call completes before the workers leave
+//   autograd  (3 workers) w0's input goes through w1's and w2's parameters
+//             by rpc: distributed backward gives every worker the gradients
+//             one process's autograd gives, in the context and not in
+//             .grad; DistributedOptimizer's SGD and Adam steps equal local
+//             ones
 // Prints "rank R ok: <scenario>" and exits 0, or says what was wrong and
 // exits 1.
 #include <signal.h>
@@ -24,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "cohort/dist_autograd.h"
 #include "cohort/errors.h"
 #include "cohort/rpc.h"
 #include "torch/worker_checks.h"
@@ -149,6 +155,93 @@ void register_functions() {
     ::raise(SIGKILL);
     return IValue();
   });
+}
+
+// This worker's parameter: w1's is 4 x 3, w2's 3 x 3, values known to w0.
+at::Tensor param_values(int rank) {
+  const int64_t rows = rank == 1 ? 4 : 3;
+  return torch::linspace(-1, 1, rows * 3, torch::kDouble).reshape({rows, 3}) * (1.0 + rank);
+}
+at::Tensor& param() {
+  static at::Tensor p = param_values(std::atoi(std::getenv("RANK"))).requires_grad_(true);
+  return p;
+}
+
+void register_autograd_functions() {
+  register_function("lin", [](const Args& a) { return IValue(torch::matmul(a[0].toTensor(), param())); });
+  register_function("param_rref", [](const Args&) { return IValue(param()); });
+  register_function("param_value", [](const Args&) { return IValue(param().detach().clone()); });
+  register_function("param_grad", [](const Args& a) {
+    auto grads = dist_autograd::get_gradients(a[0].toInt());
+    auto it = grads.find(param());
+    return it == grads.end() ? IValue() : IValue(it->value());
+  });
+  register_function("param_dot_grad_defined", [](const Args&) { return IValue(param().grad().defined()); });
+}
+
+bool near(const at::Tensor& a, const at::Tensor& b) {
+  return a.defined() && b.defined() && a.sizes() == b.sizes() && at::allclose(a, b, 1e-10, 1e-12);
+}
+
+void scenario_autograd(int rank) {
+  if (rank != 0) return;
+  torch::manual_seed(5);
+  at::Tensor x = torch::randn({2, 4}, torch::kDouble).requires_grad_(true);
+  at::Tensor w = torch::randn({2, 3}, torch::kDouble).requires_grad_(true);
+  // The same computation in this one process.
+  at::Tensor p1 = param_values(1).requires_grad_(true), p2 = param_values(2).requires_grad_(true);
+  at::Tensor xr = x.detach().clone().requires_grad_(true), wr = w.detach().clone().requires_grad_(true);
+  auto forward_here = [&] { return (torch::matmul(torch::matmul(xr, p1), p2).tanh() * wr).sum(); };
+  forward_here().backward();
+
+  RRef r1 = remote("w1", "param_rref"), r2 = remote("w2", "param_rref");
+  {
+    dist_autograd::Context context;
+    at::Tensor h1 = rpc_sync("w1", "lin", {x}).toTensor();
+    check(h1.requires_grad(), "a result computed from a tensor that requires grad requires grad");
+    at::Tensor h2 = rpc_sync("w2", "lin", {h1}).toTensor();
+    at::Tensor loss = (h2.tanh() * w).sum();
+    dist_autograd::backward(context.id(), {loss});
+    auto grads = dist_autograd::get_gradients(context.id());
+    check(grads.size() == 2, "w0's context holds its two leaves' gradients (" + std::to_string(grads.size()) + ")");
+    check(grads.contains(x) && near(grads.at(x), xr.grad()), "w0's input gradient equals one process's");
+    check(grads.contains(w) && near(grads.at(w), wr.grad()), "w0's weight gradient equals one process's");
+    check(!x.grad().defined() && !w.grad().defined(), "distributed backward leaves .grad alone");
+    IValue g1 = rpc_sync("w1", "param_grad", {IValue(context.id())});
+    IValue g2 = rpc_sync("w2", "param_grad", {IValue(context.id())});
+    check(g1.isTensor() && near(g1.toTensor(), p1.grad()), "w1's parameter gradient equals one process's");
+    check(g2.isTensor() && near(g2.toTensor(), p2.grad()), "w2's parameter gradient equals one process's");
+    check(!rpc_sync("w1", "param_dot_grad_defined").toBool(), "w1's .grad untouched");
+    // One SGD step on the owners.
+    DistributedOptimizer::Options half;
+    half.lr = 0.5;
+    DistributedOptimizer sgd(DistributedOptimizer::Kind::kSgd, {r1, r2}, half);
+    sgd.step(context.id());
+    torch::NoGradGuard no_grad;
+    p1 -= 0.5 * p1.grad();
+    p2 -= 0.5 * p2.grad();
+  }
+  check(near(rpc_sync("w1", "param_value").toTensor(), p1), "w1's parameter after a distributed SGD step");
+  check(near(rpc_sync("w2", "param_value").toTensor(), p2), "w2's parameter after a distributed SGD step");
+  // Two Adam steps against a local Adam on the same values.
+  DistributedOptimizer::Options tenth;
+  tenth.lr = 0.1;
+  DistributedOptimizer adam(DistributedOptimizer::Kind::kAdam, {r1, r2}, tenth);
+  for (auto* g : {&p1, &p2, &xr, &wr}) g->mutable_grad() = at::Tensor();
+  torch::optim::Adam local({p1, p2}, torch::optim::AdamOptions(0.1));
+  for (int step = 0; step < 2; ++step) {
+    dist_autograd::Context context;
+    at::Tensor loss = (rpc_sync("w2", "lin", {rpc_sync("w1", "lin", {x})}).toTensor().tanh() * w).sum();
+    dist_autograd::backward(context.id(), {loss});
+    adam.step(context.id());
+    local.zero_grad();
+    forward_here().backward();
+    local.step();
+  }
+  check(near(rpc_sync("w1", "param_value").toTensor(), p1), "w1's parameter after two distributed Adam steps");
+  check(near(rpc_sync("w2", "param_value").toTensor(), p2), "w2's parameter after two distributed Adam steps");
+  std::string e = raises<InvalidArgument>([] { dist_autograd::get_gradients(12345); });
+  check(has(e, "no context 12345 on this worker"), "an unknown context: " + e);
 }
 
 IValue sample_values() {
@@ -336,6 +429,7 @@ int main(int argc, char** argv) {
   const int rank = std::atoi(std::getenv("RANK"));
   cohort::testing::worker_checks().rank = rank;
   register_functions();
+  register_autograd_functions();
   RpcBackendOptions options;
   // In "calls", w1 runs one thread: async functions must not hold it.
   options.num_worker_threads = rank == 1 && scenario == "calls" ? 1 : 4;
@@ -350,6 +444,8 @@ int main(int argc, char** argv) {
       shutdown(false);  // a graceful one would wait for w1 forever
     } else if (scenario == "shutdown") {
       scenario_shutdown(rank);
+    } else if (scenario == "autograd") {
+      scenario_autograd(rank);
     } else {
       std::printf("unknown scenario '%s'\n", scenario.c_str());
       return 2;

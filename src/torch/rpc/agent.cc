@@ -9,6 +9,7 @@
 #include "common/config_registry.h"
 #include "common/logging.h"
 #include "rendezvous/init_url.h"
+#include "torch/rpc/dist_autograd.h"
 #include "transport/tcp/connect.h"
 
 namespace cohort::rpc {
@@ -149,7 +150,7 @@ uint64_t RpcAgent::start(int to, MessageType type, const IValue& payload, bool h
     }
     id = next_id_++;
   }
-  OutMessage m = encode(type, id, payload, has_rrefs);  // may throw InvalidArgument
+  OutMessage m = encode(type, id, payload, has_rrefs, to);  // may throw InvalidArgument
   const auto timeout_at = pending.deadline;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -364,7 +365,7 @@ void RpcAgent::reply(int peer, uint64_t id, const IValue& value) {
   OutMessage m;
   try {
     IValue wired = to_wire(value, peer, &rrefs);
-    m = encode(MessageType::kReply, id, wired, rrefs);
+    m = encode(MessageType::kReply, id, wired, rrefs, peer);
   } catch (const std::exception& e) {
     return reply_error(peer, id, ErrorKind::kRemote, "the result from " + describe(rank_) + " cannot travel: " + error_text(e));
   }
@@ -412,7 +413,7 @@ void RpcAgent::on_message(int peer, InMessage m) {
       IValue value;
       std::exception_ptr error;
       try {
-        value = decode(m);
+        value = decode(m, peer);
         if (type == MessageType::kError) {
           error = error_from(value);
           value = IValue();
@@ -438,8 +439,10 @@ void RpcAgent::on_message(int peer, InMessage m) {
 void RpcAgent::run_call(int peer, std::shared_ptr<InMessage> m) {
   const uint64_t id = m->header.id;
   std::string function = "?";
+  // A call made inside a distributed autograd context runs in it.
+  dist_autograd::ContextScope context(autograd_context(*m));
   try {
-    IValue payload = decode(*m);
+    IValue payload = decode(*m, peer);
     if (has_rrefs(*m)) payload = from_wire(payload, peer);
     const auto& t = fields(payload);
     function = t[0].toStringRef();
@@ -711,6 +714,7 @@ void init_rpc(const std::string& name, int rank, int world_size, const RpcBacken
     throw InvalidArgument("init_rpc: rpc_timeout must not be negative (got " + millis(options.rpc_timeout) + ")");
   }
   if (RpcAgent::current_or_null()) throw InvalidArgument("init_rpc: rpc is initialized already (shutdown first)");
+  dist_autograd::register_builtins();
   const auto timeout = join_timeout(options);
   std::shared_ptr<Store> store = options.store;
   std::string master_host;

@@ -6,6 +6,7 @@
 
 #include "cohort/errors.h"
 #include "common/buffer_pool.h"
+#include "torch/rpc/dist_autograd.h"
 
 namespace cohort::rpc {
 namespace {
@@ -16,12 +17,15 @@ struct MessageLayout {
   uint32_t flags = 0;
   uint32_t tensors = 0;
   uint64_t pickle_bytes = 0;
+  int64_t autograd_context = -1;  // dist_autograd.h's tag
+  int64_t autograd_message = -1;
 };
 
 struct TensorMeta {
   int8_t dtype = 0;  // c10::ScalarType
   uint8_t dims = 0;
-  uint8_t reserved[6] = {};
+  uint8_t requires_grad = 0;  // part of a distributed autograd send
+  uint8_t reserved[5] = {};
   // followed by `dims` int64 sizes
 };
 
@@ -63,6 +67,8 @@ bool take(const std::vector<uint8_t>& in, size_t& at, T* value) {
 
 struct Decoded {
   std::vector<at::Tensor> tensors;
+  std::vector<uint8_t> requires_grad;
+  dist_autograd::AutogradTag tag;
   size_t pickle_at = 0;
   uint64_t pickle_bytes = 0;
   uint32_t flags = 0;
@@ -70,9 +76,12 @@ struct Decoded {
 
 }  // namespace
 
-OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool has_rrefs) {
+OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool has_rrefs, int to) {
   std::vector<at::Tensor> table;
   std::vector<char> pickled = torch::jit::pickle(value, &table);
+  std::vector<uint8_t> requires_grad;
+  const dist_autograd::AutogradTag tag =
+      table.empty() || to < 0 ? dist_autograd::AutogradTag{} : dist_autograd::record_send(to, table, &requires_grad);
   auto tensors = std::make_shared<std::vector<at::Tensor>>();
   tensors->reserve(table.size());
   OutMessage m;
@@ -82,6 +91,8 @@ OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool 
   layout.flags = has_rrefs ? kHasRRefs : 0;
   layout.tensors = static_cast<uint32_t>(table.size());
   layout.pickle_bytes = pickled.size();
+  layout.autograd_context = tag.context;
+  layout.autograd_message = tag.message;
   append(m.head, layout);
   for (size_t i = 0; i < table.size(); ++i) {
     const at::Tensor& t = table[i];
@@ -96,10 +107,11 @@ OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool 
       throw InvalidArgument("rpc carries tensors of up to " + std::to_string(kMaxDims) + " dimensions: tensor #" +
                             std::to_string(i) + " has " + std::to_string(t.dim()));
     }
-    at::Tensor c = t.contiguous();
+    at::Tensor c = t.detach().contiguous();
     TensorMeta meta;
     meta.dtype = static_cast<int8_t>(c.scalar_type());
     meta.dims = static_cast<uint8_t>(c.dim());
+    meta.requires_grad = requires_grad.empty() ? 0 : requires_grad[i];
     append(m.head, meta);
     for (int64_t s : c.sizes()) append(m.head, s);
     if (c.nbytes() > 0) m.body.push_back(iovec{c.data_ptr(), c.nbytes()});
@@ -116,6 +128,7 @@ Status prepare_body(InMessage& m) {
   MessageLayout layout;
   if (!take(m.head, at, &layout)) return invalid_argument("an rpc message too short for its layout");
   decoded->flags = layout.flags;
+  decoded->tag = dist_autograd::AutogradTag{layout.autograd_context, layout.autograd_message};
   decoded->tensors.reserve(layout.tensors);
   for (uint32_t i = 0; i < layout.tensors; ++i) {
     TensorMeta meta;
@@ -133,6 +146,7 @@ Status prepare_body(InMessage& m) {
     at::Tensor t = receive_tensor(sizes, dtype);
     if (t.nbytes() > 0) m.body.push_back(iovec{t.data_ptr(), t.nbytes()});
     decoded->tensors.push_back(std::move(t));
+    decoded->requires_grad.push_back(meta.requires_grad);
   }
   if (m.head.size() - at != layout.pickle_bytes) {
     return invalid_argument("an rpc message whose pickle is " + std::to_string(m.head.size() - at) +
@@ -144,10 +158,16 @@ Status prepare_body(InMessage& m) {
   return Status::ok_status();
 }
 
-c10::IValue decode(const InMessage& m) {
+c10::IValue decode(const InMessage& m, int from) {
   const auto* d = static_cast<const Decoded*>(m.keep_alive.get());
+  if (d->tag.context >= 0 && from >= 0) dist_autograd::attach_recv(from, d->tag, d->tensors, d->requires_grad);
   return torch::jit::unpickle(reinterpret_cast<const char*>(m.head.data()) + d->pickle_at, d->pickle_bytes,
                               nullptr, d->tensors);
+}
+
+int64_t autograd_context(const InMessage& m) {
+  const auto* d = static_cast<const Decoded*>(m.keep_alive.get());
+  return d ? d->tag.context : -1;
 }
 
 bool has_rrefs(const InMessage& m) {

@@ -39,14 +39,21 @@ enum class ErrorKind : int64_t { kRemote = 0, kInvalidArgument = 1 };
 // Throws InvalidArgument for a tensor that cannot travel (not on the CPU,
 // sparse), naming it. `has_rrefs` marks a value with RRefs in it, so that
 // the receiver walks it to make them (see decode).
-OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool has_rrefs = false);
+// `to`: the worker it goes to, for distributed autograd (a send is
+// recorded when a context is current and a tensor requires grad); -1 for
+// messages that never carry such tensors.
+OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool has_rrefs = false, int to = -1);
 
 // prepare_body is the wire's on_head: it makes the tensors the head
 // describes and points the body at their storage.
 Status prepare_body(InMessage& m);
 
-// decode is the value of a complete message.
-c10::IValue decode(const InMessage& m);
+// decode is the value of a complete message from worker `from`; tensors
+// sent inside a distributed autograd context come out of a recv function
+// (-1: a message that carries none).
+c10::IValue decode(const InMessage& m, int from = -1);
+// autograd_context: the context the message was sent in (-1: none).
+int64_t autograd_context(const InMessage& m);
 // has_rrefs says whether the sender marked the value as holding RRefs.
 bool has_rrefs(const InMessage& m);
 
