@@ -53,6 +53,18 @@ std::string error_text(const std::exception& e) {
 
 std::string millis(std::chrono::milliseconds t) { return std::to_string(t.count()) + " ms"; }
 
+// find_function is the function registered as `name`; `where` names this
+// worker for the error when there is none.
+Registered find_function(const std::string& name, const std::string& where) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    throw InvalidArgument("rpc: no function '" + name + "' is registered on " + where +
+                          " (register_function it on every worker before calling it)");
+  }
+  return it->second;
+}
+
 }  // namespace
 
 void register_function(const std::string& name, Function function) {
@@ -284,39 +296,11 @@ RRef RpcAgent::make_remote(int to, const std::string& function, std::vector<IVal
   for (auto& a : args) list.push_back(std::move(a));
   const GlobalId id = new_id();
   if (to == rank_) {
-    // The caller owns the value: run it here, on the pool.
+    // The caller owns the value: made here, on the pool.
     auto owner = c10::make_intrusive<RRefImpl>(rank_, name_, id, id, true);
-    IValue call = c10::ivalue::Tuple::create({IValue(function), IValue(list)});
+    std::vector<IValue> a(list.begin(), list.end());
     auto self = shared_from_this();
-    pool_->submit([self, owner, call, function] {
-      try {
-        const auto& t = fields(call);
-        std::vector<IValue> a(t[1].toList().begin(), t[1].toList().end());
-        Registered r;
-        {
-          std::lock_guard<std::mutex> lock(registry_mu());
-          auto it = registry().find(function);
-          if (it == registry().end()) {
-            throw InvalidArgument("rpc: no function '" + function + "' is registered on " + self->describe(self->rank_));
-          }
-          r = it->second;
-        }
-        if (r.function) {
-          owner->value->markCompleted(r.function(a));
-        } else {
-          FuturePtr f = r.async_function(a);
-          f->addCallback([owner](c10::ivalue::Future& done) {
-            if (done.hasError()) {
-              owner->value->setError(done.exception_ptr());
-            } else {
-              owner->value->markCompleted(done.value());
-            }
-          });
-        }
-      } catch (...) {
-        owner->value->setError(std::current_exception());
-      }
-    });
+    pool_->submit([self, owner, function, a] { self->make_value(owner, function, a); });
     return RRef(c10::intrusive_ptr<c10::RRefInterface>(owner));
   }
   const GlobalId fork = new_id();
@@ -449,15 +433,10 @@ void RpcAgent::run_call(int peer, std::shared_ptr<InMessage> m) {
     auto list = t[1].toList();
     std::vector<IValue> args(list.begin(), list.end());
     Registered r;
-    {
-      std::lock_guard<std::mutex> lock(registry_mu());
-      auto it = registry().find(function);
-      if (it == registry().end()) {
-        return reply_error(peer, id, ErrorKind::kInvalidArgument,
-                           "rpc: no function '" + function + "' is registered on " + describe(rank_) +
-                               " (register_function it on every worker before calling it)");
-      }
-      r = it->second;
+    try {
+      r = find_function(function, describe(rank_));
+    } catch (const InvalidArgument& e) {
+      return reply_error(peer, id, ErrorKind::kInvalidArgument, e.what());
     }
     if (r.function) return reply(peer, id, r.function(args));
     FuturePtr f = r.async_function(args);
@@ -505,37 +484,41 @@ void RpcAgent::run_remote(int peer, std::shared_ptr<InMessage> m) {
   auto self = shared_from_this();
   pool_->submit([self, peer, owner, payload, rrefs] {
     const auto call = fields(payload);
-    const std::string function = call[0].toStringRef();
+    std::vector<IValue> args;
     try {
       IValue args_value = rrefs ? self->from_wire(call[1], peer) : call[1];
       auto list = args_value.toList();
-      std::vector<IValue> args(list.begin(), list.end());
-      Registered r;
-      {
-        std::lock_guard<std::mutex> lock(registry_mu());
-        auto it = registry().find(function);
-        if (it == registry().end()) {
-          throw InvalidArgument("rpc: no function '" + function + "' is registered on " + self->describe(self->rank_));
-        }
-        r = it->second;
-      }
-      if (r.function) {
-        owner->value->markCompleted(r.function(args));
-        return;
-      }
-      FuturePtr f = r.async_function(args);
-      f->addCallback([owner](c10::ivalue::Future& done) {
-        if (done.hasError()) {
-          owner->value->setError(done.exception_ptr());
-        } else {
-          owner->value->markCompleted(done.value());
-        }
-      });
-    } catch (const std::exception& e) {
-      owner->value->setError(std::make_exception_ptr(
-          RemoteError("'" + function + "' on " + self->describe(self->rank_) + " raised: " + error_text(e))));
+      args.assign(list.begin(), list.end());
+    } catch (...) {
+      return owner->value->setError(std::current_exception());
     }
+    self->make_value(owner, call[0].toStringRef(), std::move(args));
   });
+}
+
+void RpcAgent::make_value(const c10::intrusive_ptr<RRefImpl>& owner, const std::string& function,
+                          std::vector<IValue> args) {
+  try {
+    const Registered r = find_function(function, describe(rank_));
+    if (r.function) return owner->value->markCompleted(r.function(args));
+    FuturePtr f = r.async_function(args);
+    if (!f) throw InvalidArgument("the async function returned no future");
+    auto self = shared_from_this();
+    f->addCallback([self, owner, function](c10::ivalue::Future& done) {
+      if (!done.hasError()) return owner->value->markCompleted(done.value());
+      try {
+        std::rethrow_exception(done.exception_ptr());
+      } catch (const std::exception& e) {
+        owner->value->setError(std::make_exception_ptr(
+            RemoteError("'" + function + "' on " + self->describe(self->rank_) + " raised: " + error_text(e))));
+      }
+    });
+  } catch (const InvalidArgument&) {
+    owner->value->setError(std::current_exception());
+  } catch (const std::exception& e) {
+    owner->value->setError(std::make_exception_ptr(
+        RemoteError("'" + function + "' on " + describe(rank_) + " raised: " + error_text(e))));
+  }
 }
 
 void RpcAgent::run_fetch(int peer, const InMessage& m) {

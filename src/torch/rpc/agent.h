@@ -148,6 +148,10 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
   void finish(uint64_t id, IValue value, std::exception_ptr error, int from);
   void run_call(int peer, std::shared_ptr<InMessage> m);
   void run_remote(int peer, std::shared_ptr<InMessage> m);
+  // make_value runs `function` on `args` into the owner RRef's value (an
+  // async function's when its future completes); what it raises becomes
+  // the value's error, a RemoteError naming the function and this worker.
+  void make_value(const c10::intrusive_ptr<RRefImpl>& owner, const std::string& function, std::vector<IValue> args);
   void run_fetch(int peer, const InMessage& m);
   void reply(int peer, uint64_t id, const IValue& value);
   void reply_error(int peer, uint64_t id, ErrorKind kind, const std::string& message);
