@@ -176,6 +176,13 @@ void register_autograd_functions() {
     auto it = grads.find(param());
     return it == grads.end() ? IValue() : IValue(it->value());
   });
+  register_async_function("lin_later", [](const Args& a) {
+    // An async function whose result is made on another thread.
+    auto f = c10::make_intrusive<c10::ivalue::Future>(c10::AnyType::get());
+    at::Tensor x = a[0].toTensor();
+    std::thread([f, x] { f->markCompleted(IValue(torch::matmul(x, param()))); }).detach();
+    return f;
+  });
   register_function("param_dot_grad_defined", [](const Args&) { return IValue(param().grad().defined()); });
 }
 
@@ -242,6 +249,18 @@ void scenario_autograd(int rank) {
   check(near(rpc_sync("w2", "param_value").toTensor(), p2), "w2's parameter after two distributed Adam steps");
   std::string e = raises<InvalidArgument>([] { dist_autograd::get_gradients(12345); });
   check(has(e, "no context 12345 on this worker"), "an unknown context: " + e);
+  {
+    // An async function's result, made on another thread, is part of the graph.
+    dist_autograd::Context context;
+    at::Tensor h = rpc_sync("w1", "lin_later", {x}).toTensor();
+    dist_autograd::backward(context.id(), {h.sum()});
+    at::Tensor p1_now = rpc_sync("w1", "param_value").toTensor().requires_grad_(true);
+    at::Tensor xr2 = x.detach().clone().requires_grad_(true);
+    torch::matmul(xr2, p1_now).sum().backward();
+    IValue g1 = rpc_sync("w1", "param_grad", {IValue(context.id())});
+    check(g1.isTensor() && near(g1.toTensor(), p1_now.grad()), "an async function's parameter gradient");
+    check(near(dist_autograd::get_gradients(context.id()).at(x), xr2.grad()), "the input gradient through it");
+  }
 }
 
 IValue sample_values() {

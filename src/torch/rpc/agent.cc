@@ -442,7 +442,11 @@ void RpcAgent::run_call(int peer, std::shared_ptr<InMessage> m) {
     FuturePtr f = r.async_function(args);
     if (!f) throw InvalidArgument("the async function returned no future");
     auto self = shared_from_this();
-    f->addCallback([self, peer, id, function](c10::ivalue::Future& done) {
+    const int64_t in_context = dist_autograd::current_context();
+    f->addCallback([self, peer, id, function, in_context](c10::ivalue::Future& done) {
+      // The result, made later on another thread, is still the call's: it
+      // is recorded in the call's distributed autograd context.
+      dist_autograd::ContextScope context_of_call(in_context);
       if (!done.hasError()) return self->reply(peer, id, done.value());
       try {
         std::rethrow_exception(done.exception_ptr());
