@@ -151,6 +151,9 @@ RRef remote(const To& to, const std::string& function, std::vector<IValue> args 
 class RRef {
  public:
   RRef() = default;
+  // local makes this worker the owner of `value` (torch's RRef(value)):
+  // an RRef to pass to other workers. InvalidArgument before init_rpc.
+  static RRef local(IValue value);
   // (cohort's own RRefs only: what RRef::from accepts)
   explicit RRef(c10::intrusive_ptr<c10::RRefInterface> impl) : impl_(std::move(impl)) {}
 

@@ -393,6 +393,10 @@ void scenario_rrefs(int rank) {
     check(mine.is_owner() && at::equal(mine.local_value().toTensor(), torch::ones({2})), "remote to this worker");
     check(rpc_sync("w2", "rref_sum", {mine}).toTensor().item<float>() == 2, "w2 fetches w0's value");
     check(rpc_sync("w0", "rref_is_owner", {mine}).toBool(), "an owned RRef sent to this worker itself");
+    // Made of a local value (torch's RRef(value)).
+    RRef here = RRef::local(IValue(torch::full({3}, 2.0)));
+    check(here.is_owner() && here.owner().name == "w0", "RRef::local is owned here");
+    check(rpc_sync("w1", "rref_sum", {here}).toTensor().item<float>() == 6, "w1 fetches a local RRef's value");
     // A remote that raises: to_here raises it.
     RRef bad = remote("w2", "raise");
     std::string e = raises<RemoteError>([&] { bad.to_here(); });

@@ -291,6 +291,15 @@ IValue RRef::local_value() const {
   return r.value->value();
 }
 
+RRef RRef::local(IValue value) {
+  auto agent = RpcAgent::current();
+  const GlobalId id = agent->new_id();
+  auto owner = c10::make_intrusive<RRefImpl>(agent->rank(), agent->names()[static_cast<size_t>(agent->rank())], id,
+                                             id, true);
+  owner->value->markCompleted(std::move(value));
+  return RRef(c10::intrusive_ptr<c10::RRefInterface>(owner));
+}
+
 RRef::operator IValue() const { return IValue(impl_); }
 
 RRef RRef::from(const IValue& v) {
