@@ -108,3 +108,24 @@ count_ctest_log() {
   ctest_failed="$(sed -E 's/.* ([0-9]+) tests failed.*/\1/' <<<"$summary")"
   ctest_skipped="$(grep -c '(Skipped)' "$1" || true)"
 }
+
+# recap_ctest_failures LOG... prints, for every test a ctest log says
+# failed, its name and the last lines of its output. scripts/test calls it
+# last: CI keeps only the tail of what a run prints, and a failure in the
+# first of three ctest runs would otherwise be out of sight.
+recap_ctest_failures() {
+  local log name
+  for log in "$@"; do
+    [ -f "$log" ] || continue
+    # ctest's closing list: "<tab>123 - Suite.Name (Failed)".
+    grep -E '^[[:space:]]+[0-9]+ - .* \((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Not Run|Child aborted|ILLEGAL)' "$log" |
+      sed -E 's/^[[:space:]]+[0-9]+ - ([^ ]+) .*/\1/' | while read -r name; do
+        echo "=== failed in ${log#"$COHORT_ROOT"/}: $name (its last lines)"
+        # The test's status line, then its output up to the next test's line.
+        awk -v name="$name" '
+          index($0, ": " name " ") && /Test +#/ { on = 1; print; next }
+          on && (/^ *[0-9]+\/[0-9]+ Test +#/ || /^ +Start +[0-9]+: / || /tests passed, /) { on = 0 }
+          on { print }' "$log" | tail -40
+      done
+  done
+}
