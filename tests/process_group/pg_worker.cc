@@ -250,16 +250,19 @@ int main(int argc, char** argv) {
     }
     if (mode == "symmetric") return symmetric_rank(rank, world);
     if (mode == "big") {
-      // 64 MiB, in symmetric memory with PG_WORKER_SYMMETRIC=1.
+      // 64 MiB (PG_WORKER_BIG_FLOATS floats if set), in symmetric memory
+      // with PG_WORKER_SYMMETRIC=1.
+      const char* floats_env = std::getenv("PG_WORKER_BIG_FLOATS");
+      const size_t floats = floats_env ? std::strtoull(floats_env, nullptr, 10) : size_t{16} << 20;
       std::vector<float> ordinary;
       std::shared_ptr<SymmetricMemory> block;
       Buffer buffer;
       if (std::getenv("PG_WORKER_SYMMETRIC")) {
-        block = default_group()->alloc_symmetric((16 << 20) * sizeof(float));
-        buffer = block->buffer(DType::kFloat32, 16 << 20);
+        block = default_group()->alloc_symmetric(floats * sizeof(float));
+        buffer = block->buffer(DType::kFloat32, floats);
         std::fill_n(static_cast<float*>(buffer.data), buffer.count, 1.0f);
       } else {
-        ordinary.assign(16 << 20, 1.0f);
+        ordinary.assign(floats, 1.0f);
         buffer = Buffer::of(ordinary);
       }
       Buffer v = buffer;
