@@ -12,6 +12,7 @@
 
 #include "cohort/errors.h"
 #include "cohort/tensor.h"
+#include "rpc/dist_autograd.h"
 
 namespace cohort {
 namespace {
@@ -72,23 +73,57 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   install_hooks();
 }
 
+// CapturedGradientHook: a tensor hook on a parameter, which the engine
+// runs as its accumulator's tensor pre-hook (libtorch keeps a leaf's hooks
+// on the tensor, since its accumulator may be made anew), and even where
+// it does not run the accumulator:
+// distributed autograd's backward takes leaf gradients as the engine's
+// outputs (for the context, never .grad), so the accumulator and its post
+// hook do not run there, and this hook is where DDP sees the gradient
+// (torch's DDP does the same through its context's gradient callback).
+// In a plain backward it passes the gradient on untouched.
+struct CapturedGradientHook : torch::autograd::FunctionPreHook {
+  CapturedGradientHook(std::function<at::Tensor(const at::Tensor&)> on_captured)
+      : on_captured_(std::move(on_captured)) {}
+  variable_list operator()(const variable_list& grads) override {
+    if (!dist_autograd::capturing_leaf_gradients() || grads.empty() || !grads[0].defined()) return grads;
+    return {on_captured_(grads[0])};
+  }
+  std::function<at::Tensor(const at::Tensor&)> on_captured_;
+};
+
 Reducer::~Reducer() {
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  for (size_t i = 0; i < accumulators_.size(); ++i) remove_hooks(i);
+  for (size_t i = 0; i < pre_hooks_.size(); ++i) {
+    auto& hooks = torch::autograd::impl::hooks(params_[i]);
+    hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.get() == pre_hooks_[i]; }),
+                hooks.end());
+  }
 }
 
 void Reducer::install_hooks() {
   accumulators_.resize(params_.size());
   hook_keys_.resize(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) install_hook(i);
+  pre_hooks_.resize(params_.size(), nullptr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    install_hook(i);
+    auto pre = std::make_unique<CapturedGradientHook>([this, i](const at::Tensor& g) { return captured_gradient(i, g); });
+    pre_hooks_[i] = pre.get();
+    torch::autograd::impl::add_hook(params_[i], std::move(pre));
+  }
+}
+
+void Reducer::remove_hooks(size_t i) {
+  auto& acc = accumulators_[i];
+  if (!acc) return;
+  acc->del_post_hook(hook_keys_[i]);
+  index_of_accumulator_.erase(acc.get());
 }
 
 void Reducer::install_hook(size_t i) {
   auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
   if (acc == accumulators_[i]) return;
-  if (accumulators_[i]) {
-    accumulators_[i]->del_post_hook(hook_keys_[i]);
-    index_of_accumulator_.erase(accumulators_[i].get());
-  }
+  remove_hooks(i);
   index_of_accumulator_[acc.get()] = i;
   // The accumulator's post hook runs once param.grad() holds this
   // backward's (accumulated) gradient: the moment DDP may take it.
@@ -98,6 +133,14 @@ void Reducer::install_hook(size_t i) {
         return outputs;
       }));
   accumulators_[i] = std::move(acc);
+}
+
+at::Tensor Reducer::captured_gradient(size_t index, const at::Tensor& grad) {
+  if (!expect_hooks_) return grad;  // no_sync, or a backward DDP was not told of
+  captured_mode_ = true;
+  autograd_hook(index, &grad);
+  const Place place = place_[index];
+  return alias_of(buckets_[place.bucket].views[place.slot]);
 }
 
 void Reducer::register_comm_hook(CommHook hook) {
@@ -224,7 +267,7 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
   }
 }
 
-void Reducer::autograd_hook(size_t index) {
+void Reducer::autograd_hook(size_t index, const at::Tensor* captured) {
   if (!expect_hooks_) return;  // no_sync, or a backward DDP was not told of
   if (!finalize_queued_) {
     finalize_queued_ = true;
@@ -240,16 +283,17 @@ void Reducer::autograd_hook(size_t index) {
   }
   locally_used_[index] = 1;
   if (!rebuilt_) ready_order_.push_back(index);
-  mark_ready(index);
+  mark_ready(index, captured);
 }
 
-void Reducer::mark_ready(size_t index) {
+void Reducer::mark_ready(size_t index, const at::Tensor* captured) {
   torch::NoGradGuard no_grad;
   ready_[index] = 1;
   const Place place = place_[index];
   Bucket& bucket = buckets_[place.bucket];
   at::Tensor& view = bucket.views[place.slot];
-  const at::Tensor& grad = params_[index].grad();
+  static const at::Tensor kNone;
+  const at::Tensor& grad = captured ? *captured : captured_mode_ ? kNone : params_[index].grad();
   // Without a hook the gradients are averaged: float16 ones divided by the
   // world size before the SUM (torch's order: the sum of undivided ones may
   // overflow float16's range), folded into this copy; the others by the
@@ -258,7 +302,7 @@ void Reducer::mark_ready(size_t index) {
   const double scale = divides_before_sum(bucket) ? 1.0 / group_->size() : 1.0;
   if (may_reduce_in_place(bucket) && in_place_ready(index, bucket)) {
     // Left where it is: launch decides, once the bucket is full.
-  } else if (grad.defined() && grad.is_alias_of(view)) {
+  } else if (grad.defined() && !captured && grad.is_alias_of(view)) {
     if (scale != 1.0) view.mul_(scale);
   } else if (adopts_gradients(bucket) && in_place_ready(index, bucket) && params_[index].is_contiguous()) {
     // From now on autograd accumulates this gradient in the bucket itself.
@@ -285,7 +329,7 @@ bool Reducer::divides_before_sum(const Bucket& bucket) const {
 bool Reducer::default_mode_fast_path(const Bucket& bucket) const {
   // The unused-parameter rules keep some gradients as they were, so those
   // modes reduce copies; view mode already reduces in place.
-  return !hook_ && !divides_before_sum(bucket) && !options_.gradient_as_bucket_view &&
+  return !hook_ && !captured_mode_ && !divides_before_sum(bucket) && !options_.gradient_as_bucket_view &&
          !options_.find_unused_parameters && !options_.static_graph && bucket.contents.device().is_cpu();
 }
 
@@ -459,7 +503,10 @@ void Reducer::finalize() {
   } else if (options_.static_graph) {
     globally_used = static_globally_used_;
   }
-  write_back(globally_used);
+  // Under distributed autograd the context takes the buckets' views (the
+  // pre-hooks returned them): .grad stays as it was.
+  if (!captured_mode_) write_back(globally_used);
+  captured_mode_ = false;
   ++iterations_;
   if (should_rebuild()) rebuild_buckets();
 }

@@ -69,8 +69,15 @@ class Reducer {
 
   void install_hooks();
   void install_hook(size_t index);  // (again) on the parameter's current accumulator
-  void autograd_hook(size_t index);
-  void mark_ready(size_t index);
+  void remove_hooks(size_t index);
+  // autograd_hook: parameter `index`'s gradient is ready, in param.grad()
+  // (`captured` null) or, under distributed autograd, in *captured, which
+  // the engine hands to the context instead of .grad: mark_ready copies it
+  // into its bucket, and the hook returns the bucket's view in its place
+  // (what the context gets: the average, once finalize has waited).
+  void autograd_hook(size_t index, const at::Tensor* captured = nullptr);
+  at::Tensor captured_gradient(size_t index, const at::Tensor& grad);
+  void mark_ready(size_t index, const at::Tensor* captured = nullptr);
   void launch_ready_buckets();
   // divides_before_sum: the default reduction divides this bucket's
   // gradients by the world size as it copies them in (float16), rather than
@@ -113,6 +120,9 @@ class Reducer {
 
   std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold the hooks
   std::vector<uintptr_t> hook_keys_;
+  // The parameters' tensor hooks (CapturedGradientHook; libtorch gives
+  // them no key: removed by address).
+  std::vector<torch::autograd::FunctionPreHook*> pre_hooks_;
   std::unordered_map<const torch::autograd::Node*, size_t> index_of_accumulator_;
 
   std::vector<Bucket> buckets_;
@@ -121,6 +131,10 @@ class Reducer {
   // The current iteration.
   bool expect_hooks_ = false;
   bool finalize_queued_ = false;
+  // This backward runs under distributed autograd: gradients come from the
+  // pre-hooks, .grad is neither read nor written, and the buckets reduce
+  // copies (no in-place or adopting fast path, which work on .grad).
+  bool captured_mode_ = false;
   size_t next_launch_ = 0;
   std::vector<char> ready_;
   std::vector<int32_t> locally_used_;

@@ -162,7 +162,14 @@ uint64_t RpcAgent::start(int to, MessageType type, const IValue& payload, bool h
     }
     id = next_id_++;
   }
-  OutMessage m = encode(type, id, payload, has_rrefs, to);  // may throw InvalidArgument
+  // A user's call or remote() inside a distributed autograd context always
+  // carries it (torch's forced recording); the workers' own calls
+  // (backward, release, the optimizer) never make it reach a worker.
+  const bool user_call = (type == MessageType::kCall || type == MessageType::kRemote) &&
+                         payload.isTuple() && !payload.toTupleRef().elements().empty() &&
+                         payload.toTupleRef().elements()[0].isString() &&
+                         payload.toTupleRef().elements()[0].toStringRef().rfind("__cohort_", 0) != 0;
+  OutMessage m = encode(type, id, payload, has_rrefs, to, user_call);  // may throw InvalidArgument
   const auto timeout_at = pending.deadline;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -71,6 +71,7 @@ std::shared_ptr<ContextState> known(int64_t id) {
 }
 
 thread_local int64_t current = -1;
+thread_local bool capturing = false;
 std::atomic<int64_t> next_message{1};
 
 void accumulate(ContextState& c, const at::Tensor& leaf, const at::Tensor& grad) {
@@ -128,8 +129,18 @@ void propagate(int64_t context, const std::shared_ptr<ContextState>& state, cons
     for (uint32_t i = 0; i < recv->num_inputs(); ++i) outputs.emplace_back(recv, i);
   }
   if (outputs.empty()) return;
-  variable_list got = torch::autograd::Engine::get_default_engine().execute(
-      roots, grads, /*keep_graph=*/retain_graph, /*create_graph=*/false, /*accumulate_grad=*/false, outputs);
+  // On CPU the engine runs this graph on this thread, hooks included.
+  struct Capturing {
+    bool before = capturing;
+    Capturing() { capturing = true; }
+    ~Capturing() { capturing = before; }
+  };
+  variable_list got;
+  {
+    Capturing scope;
+    got = torch::autograd::Engine::get_default_engine().execute(
+        roots, grads, /*keep_graph=*/retain_graph, /*create_graph=*/false, /*accumulate_grad=*/false, outputs);
+  }
   size_t at = 0;
   for (const auto& leaf : leaves) {
     accumulate(*state, static_cast<torch::autograd::AccumulateGrad*>(leaf.get())->variable, got[at++]);
@@ -174,11 +185,13 @@ std::atomic<int64_t> next_optimizer{1};
 }  // namespace
 
 int64_t current_context() { return current; }
+bool capturing_leaf_gradients() { return capturing; }
 
 ContextScope::ContextScope(int64_t id) : previous_(current) { current = id; }
 ContextScope::~ContextScope() { current = previous_; }
 
-AutogradTag record_send(int to, const std::vector<at::Tensor>& tensors, std::vector<uint8_t>* requires_grad) {
+AutogradTag record_send(int to, const std::vector<at::Tensor>& tensors, std::vector<uint8_t>* requires_grad,
+                        bool force) {
   if (current < 0) return {};
   std::vector<at::Tensor> sent;
   requires_grad->assign(tensors.size(), 0);
@@ -188,7 +201,7 @@ AutogradTag record_send(int to, const std::vector<at::Tensor>& tensors, std::vec
       sent.push_back(tensors[i]);
     }
   }
-  if (sent.empty()) return {};
+  if (sent.empty() && !force) return {};
   auto state = find_or_make(current);
   const int64_t message = next_message.fetch_add(1);
   std::lock_guard<std::mutex> lock(state->mu);

@@ -34,14 +34,23 @@ class ContextScope {
 };
 
 // record_send: a message to worker `to` carries `tensors`; when a context
-// is current and some require grad, they are recorded as a send of it
-// and *requires_grad marks them; returns the tag (context -1: none).
-AutogradTag record_send(int to, const std::vector<at::Tensor>& tensors, std::vector<uint8_t>* requires_grad);
+// is current and some require grad (or `force`), they are recorded as a
+// send of it and *requires_grad marks them; returns the tag (context -1:
+// none).
+AutogradTag record_send(int to, const std::vector<at::Tensor>& tensors, std::vector<uint8_t>* requires_grad,
+                        bool force = false);
 
 // attach_recv makes the marked `tensors` of a message from `from` come out
 // of a recv function of the tagged send.
 void attach_recv(int from, AutogradTag tag, const std::vector<at::Tensor>& tensors,
                  const std::vector<uint8_t>& requires_grad);
+
+// capturing_leaf_gradients: this thread is running the engine for a
+// distributed backward, whose leaf gradients go to the context and never to
+// .grad (the engine hands them back instead of running the accumulators).
+// DDP's Reducer asks, from the tensor pre-hook the engine runs on each
+// leaf's accumulator either way, to reduce the gradient on its way there.
+bool capturing_leaf_gradients();
 
 // register_builtins registers the functions the workers call each other
 // for backward and the distributed optimizer (once per process).

@@ -76,12 +76,14 @@ struct Decoded {
 
 }  // namespace
 
-OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool has_rrefs, int to) {
+OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool has_rrefs, int to,
+                  bool force_context) {
   std::vector<at::Tensor> table;
   std::vector<char> pickled = torch::jit::pickle(value, &table);
-  std::vector<uint8_t> requires_grad;
-  const dist_autograd::AutogradTag tag =
-      table.empty() || to < 0 ? dist_autograd::AutogradTag{} : dist_autograd::record_send(to, table, &requires_grad);
+  std::vector<uint8_t> requires_grad(table.size(), 0);
+  const dist_autograd::AutogradTag tag = (table.empty() && !force_context) || to < 0
+                                             ? dist_autograd::AutogradTag{}
+                                             : dist_autograd::record_send(to, table, &requires_grad, force_context);
   auto tensors = std::make_shared<std::vector<at::Tensor>>();
   tensors->reserve(table.size());
   OutMessage m;

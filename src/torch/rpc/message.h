@@ -42,7 +42,13 @@ enum class ErrorKind : int64_t { kRemote = 0, kInvalidArgument = 1 };
 // `to`: the worker it goes to, for distributed autograd (a send is
 // recorded when a context is current and a tensor requires grad); -1 for
 // messages that never carry such tensors.
-OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool has_rrefs = false, int to = -1);
+// force_context: inside a distributed autograd context, tag the message
+// with it even when none of its tensors requires grad (torch does so for
+// every user call: the callee then runs in the context, and a result that
+// requires grad, an embedding looked up by plain indices, comes back
+// recorded).
+OutMessage encode(MessageType type, uint64_t id, const c10::IValue& value, bool has_rrefs = false, int to = -1,
+                  bool force_context = false);
 
 // prepare_body is the wire's on_head: it makes the tensors the head
 // describes and points the body at their storage.
