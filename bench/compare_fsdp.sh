@@ -21,6 +21,7 @@ cd "$(dirname "$0")/.."
 REPS="${1:-3}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
+source bench/lib/launch.sh
 export OMP_NUM_THREADS=1
 # Each configuration runs twice: for its time as it is, and for its memory
 # with large blocks mmapped and unmapped when freed (so that freed memory
@@ -29,13 +30,9 @@ run_one() {
   local label="$1" nproc="$2"
   shift 2
   if [ "$label" = mem ]; then
-    MALLOC_MMAP_THRESHOLD_=262144 build/tools/cohortrun --standalone --nproc-per-node "$nproc" "$@" >"$out/run" 2>&1 || true
+    MALLOC_MMAP_THRESHOLD_=262144 run_launched compare_fsdp "fsdp_bench .*" "$label" "$nproc" "$@"
   else
-    build/tools/cohortrun --standalone --nproc-per-node "$nproc" "$@" >"$out/run" 2>&1 || true
-  fi
-  if ! grep -oE "fsdp_bench .*" "$out/run" | sed "s/^/$label /" >>"$out/results"; then
-    echo "compare_fsdp: '$*' at $nproc ranks gave no result; its last lines:" >&2
-    tail -5 "$out/run" >&2
+    run_launched compare_fsdp "fsdp_bench .*" "$label" "$nproc" "$@"
   fi
 }
 for ((rep = 0; rep < REPS; rep++)); do

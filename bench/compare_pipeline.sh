@@ -15,15 +15,12 @@ cd "$(dirname "$0")/.."
 REPS="${1:-3}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
+source bench/lib/launch.sh
 export OMP_NUM_THREADS=1
 run_one() {
   local nproc="$1"
   shift
-  build/tools/cohortrun --standalone --nproc-per-node "$nproc" "$@" >"$out/run" 2>&1 || true
-  if ! grep -oE "pipeline_bench .*" "$out/run" >>"$out/results"; then
-    echo "compare_pipeline: '$*' at $nproc ranks gave no result; its last lines:" >&2
-    tail -5 "$out/run" >&2
-  fi
+  run_launched compare_pipeline "pipeline_bench .*" "" "$nproc" "$@"
 }
 for ((rep = 0; rep < REPS; rep++)); do
   for p in 2 4; do

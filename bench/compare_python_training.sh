@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 REPS="${1:-3}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
+source bench/lib/launch.sh
 export OMP_NUM_THREADS=1
 # run_one LABEL NPROC PROGRAM ARGS...: one launch; its result line, after
 # LABEL, goes to $out/results, or its last lines to stderr (one failed run
@@ -27,16 +28,9 @@ export OMP_NUM_THREADS=1
 # fully_shard job sometimes dies in shutdown ("terminate called without an
 # active exception" on one rank) after its last step.
 run_one() {
-  local label="$1" nproc="$2" rc=0
+  local label="$1" nproc="$2"
   shift 2
-  build/tools/cohortrun --standalone --nproc-per-node "$nproc" "$@" >"$out/run" 2>&1 || rc=$?
-  if ! grep -oE "(ddp|fsdp)_bench .*" "$out/run" | sed "s/^/$label /" >>"$out/results"; then
-    echo "compare_python_training: '$*' at $nproc ranks gave no result; its last lines:" >&2
-    tail -5 "$out/run" >&2
-  elif [ "$rc" -ne 0 ]; then
-    echo "compare_python_training: '$*' at $nproc ranks exited $rc after its result:" \
-      "$(grep -m1 -E "terminate|Error" "$out/run" || true)" >&2
-  fi
+  run_launched compare_python_training "(ddp|fsdp)_bench .*" "$label" "$nproc" "$@"
 }
 for ((rep = 0; rep < REPS; rep++)); do
   for config in "mlp 16" "mlp 64" "cnn 16" "cnn 64" "mlp 16 --gradient-as-bucket-view" \

@@ -12,14 +12,9 @@ cd "$(dirname "$0")/.."
 REPS="${1:-3}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
+source bench/lib/launch.sh
 export OMP_NUM_THREADS=1
-run_one() {
-  build/tools/cohortrun --standalone --nproc-per-node 2 "$@" >"$out/run" 2>&1 || true
-  if ! grep -oE "rpc_bench (cohort|torch) .*" "$out/run" >>"$out/results"; then
-    echo "compare_rpc: '$*' gave no result; its last lines:" >&2
-    tail -5 "$out/run" >&2
-  fi
-}
+run_one() { run_launched compare_rpc "rpc_bench (cohort|torch) .*" "" 2 "$@"; }
 for ((rep = 0; rep < REPS; rep++)); do
   run_one build/bench/rpc_bench
   run_one "${COHORT_PYTHON:-python3}" bench/python/rpc_bench.py

@@ -261,39 +261,37 @@ IValue RpcAgent::wait(SyncSlot& slot) {
   return std::move(slot.value);
 }
 
-IValue RpcAgent::call_sync(int to, const std::string& function, std::vector<IValue> args,
-                           std::chrono::milliseconds timeout) {
-  Pending p;
+// send_call starts a call of `function` on `to`, answered into `p` (its
+// slot or its future), with the caller's `kind` of call naming it in errors.
+void RpcAgent::send_call(int to, const char* kind, const std::string& function, std::vector<IValue> args,
+                         std::chrono::milliseconds timeout, Pending p) {
   p.peer = to;
-  p.what = "rpc_sync of '" + function + "' on " + describe(to);
-  p.slot = std::make_shared<SyncSlot>();
+  p.what = std::string(kind) + " of '" + function + "' on " + describe(to);
   const auto t = effective(timeout);
   p.timeout = t;
   if (t.count() > 0) p.deadline = Clock::now() + t;
-  auto slot = p.slot;
   bool rrefs = false;
   c10::impl::GenericList list(c10::AnyType::get());
   for (auto& a : args) list.push_back(std::move(a));
   IValue wired = to_wire(IValue(list), to, &rrefs);
   start(to, MessageType::kCall, c10::ivalue::Tuple::create({IValue(function), wired}), rrefs, std::move(p));
+}
+
+IValue RpcAgent::call_sync(int to, const std::string& function, std::vector<IValue> args,
+                           std::chrono::milliseconds timeout) {
+  Pending p;
+  p.slot = std::make_shared<SyncSlot>();
+  auto slot = p.slot;
+  send_call(to, "rpc_sync", function, std::move(args), timeout, std::move(p));
   return wait(*slot);
 }
 
 FuturePtr RpcAgent::call_async(int to, const std::string& function, std::vector<IValue> args,
                                std::chrono::milliseconds timeout) {
   Pending p;
-  p.peer = to;
-  p.what = "rpc_async of '" + function + "' on " + describe(to);
   p.future = c10::make_intrusive<c10::ivalue::Future>(c10::AnyType::get());
-  const auto t = effective(timeout);
-  p.timeout = t;
-  if (t.count() > 0) p.deadline = Clock::now() + t;
   FuturePtr future = p.future;
-  bool rrefs = false;
-  c10::impl::GenericList list(c10::AnyType::get());
-  for (auto& a : args) list.push_back(std::move(a));
-  IValue wired = to_wire(IValue(list), to, &rrefs);
-  start(to, MessageType::kCall, c10::ivalue::Tuple::create({IValue(function), wired}), rrefs, std::move(p));
+  send_call(to, "rpc_async", function, std::move(args), timeout, std::move(p));
   return future;
 }
 
@@ -695,6 +693,38 @@ void RpcAgent::shutdown(bool graceful) {
 
 // ---- rpc.h ----
 
+// join meets the other workers through `store` (this meeting's prefix of
+// the init method's store): names, the wire's links, the pool and the
+// timer. init_rpc installs the agent once it has joined.
+void RpcAgent::join(const std::shared_ptr<Store>& store, const std::string& master_host,
+                    std::chrono::milliseconds timeout) {
+  store_ = store;
+  store_->set("name/" + std::to_string(rank_), std::vector<uint8_t>(name_.begin(), name_.end()));
+  auto address = tcp::local_address(master_host);
+  if (!address.ok()) throw_status(address.status().with_context("init_rpc"));
+  auto wire = MessageWire::connect(*store_, rank_, world_size_, address.value(), Deadline::after(timeout));
+  if (!wire.ok()) throw_status(wire.status().with_context("init_rpc of worker '" + name_ + "'"));
+  wire_ = std::move(wire.value());
+  std::vector<std::string> keys;
+  for (int w = 0; w < world_size_; ++w) keys.push_back("name/" + std::to_string(w));
+  store_->wait(keys, timeout);
+  auto values = store_->multi_get(keys);
+  for (int w = 0; w < world_size_; ++w) names_.emplace_back(values[w].begin(), values[w].end());
+  for (int w = 0; w < world_size_; ++w) {
+    for (int v = 0; v < w; ++v) {
+      if (names_[w] == names_[v]) {
+        throw InvalidArgument("init_rpc: ranks " + std::to_string(v) + " and " + std::to_string(w) +
+                              " both took the name '" + names_[w] + "' (worker names must differ)");
+      }
+    }
+  }
+  lost_.assign(static_cast<size_t>(world_size_), Status::ok_status());
+  wire_turns_.wire = wire_.get();
+  pool_ = std::make_unique<ThreadPool>(options_.num_worker_threads, std::chrono::microseconds(100), &wire_turns_);
+  wire_->start(this);
+  timer_ = std::thread([this] { timer_loop(); });
+}
+
 void init_rpc(const std::string& name, int rank, int world_size, const RpcBackendOptions& options) {
   if (name.empty() || name.size() > 128) {
     throw InvalidArgument("init_rpc: a worker's name must have 1 to 128 characters (got " +
@@ -728,32 +758,7 @@ void init_rpc(const std::string& name, int rank, int world_size, const RpcBacken
   static std::atomic<int> generation{0};
   auto rpc_store = std::make_shared<PrefixStore>("rpc/" + std::to_string(generation++), store);
   auto agent = std::make_shared<RpcAgent>(name, rank, world_size, options);
-  agent->store_ = rpc_store;
-  rpc_store->set("name/" + std::to_string(rank), std::vector<uint8_t>(name.begin(), name.end()));
-  auto address = tcp::local_address(master_host);
-  if (!address.ok()) throw_status(address.status().with_context("init_rpc"));
-  auto wire = MessageWire::connect(*rpc_store, rank, world_size, address.value(), Deadline::after(timeout));
-  if (!wire.ok()) throw_status(wire.status().with_context("init_rpc of worker '" + name + "'"));
-  agent->wire_ = std::move(wire.value());
-  std::vector<std::string> keys;
-  for (int w = 0; w < world_size; ++w) keys.push_back("name/" + std::to_string(w));
-  rpc_store->wait(keys, timeout);
-  auto values = rpc_store->multi_get(keys);
-  for (int w = 0; w < world_size; ++w) agent->names_.emplace_back(values[w].begin(), values[w].end());
-  for (int w = 0; w < world_size; ++w) {
-    for (int v = 0; v < w; ++v) {
-      if (agent->names_[w] == agent->names_[v]) {
-        throw InvalidArgument("init_rpc: ranks " + std::to_string(v) + " and " + std::to_string(w) +
-                              " both took the name '" + agent->names_[w] + "' (worker names must differ)");
-      }
-    }
-  }
-  agent->lost_.assign(static_cast<size_t>(world_size), Status::ok_status());
-  agent->wire_turns_.wire = agent->wire_.get();
-  agent->pool_ = std::make_unique<ThreadPool>(options.num_worker_threads, std::chrono::microseconds(100),
-                                              &agent->wire_turns_);
-  agent->wire_->start(agent.get());
-  agent->timer_ = std::thread([a = agent.get()] { a->timer_loop(); });
+  agent->join(rpc_store, master_host, timeout);
   RpcAgent::install(agent);
   COHORT_LOG(kInfo) << "rpc: " << agent->describe(rank) << " joined " << world_size << " workers";
 }

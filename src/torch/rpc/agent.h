@@ -95,6 +95,8 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
   std::chrono::milliseconds effective(std::chrono::milliseconds timeout) const;
 
   // Calls (agent.cc).
+  // join: init_rpc's meeting with the other workers (see agent.cc).
+  void join(const std::shared_ptr<Store>& store, const std::string& master_host, std::chrono::milliseconds timeout);
   IValue call_sync(int to, const std::string& function, std::vector<IValue> args, std::chrono::milliseconds timeout);
   FuturePtr call_async(int to, const std::string& function, std::vector<IValue> args,
                        std::chrono::milliseconds timeout);
@@ -140,11 +142,12 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
     c10::intrusive_ptr<RRefImpl> rref;   // remote(): confirmed by the answer
   };
 
-  friend void init_rpc(const std::string& name, int rank, int world_size, const RpcBackendOptions& options);
 
   // agent.cc
   IValue wait(SyncSlot& slot);
   uint64_t start(int to, MessageType type, const IValue& payload, bool has_rrefs, Pending pending);
+  void send_call(int to, const char* kind, const std::string& function, std::vector<IValue> args,
+                 std::chrono::milliseconds timeout, Pending p);
   void finish(uint64_t id, IValue value, std::exception_ptr error, int from);
   void run_call(int peer, std::shared_ptr<InMessage> m);
   void run_remote(int peer, std::shared_ptr<InMessage> m);
