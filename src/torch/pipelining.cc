@@ -216,7 +216,9 @@ std::vector<at::Tensor> PipelineSchedule::run(const at::Tensor& input, const at:
         at::Tensor grad =
             r.receive(stage_.stage_index() + 1, 2 * a.mb + 1, out.sizes().vec(), out.scalar_type(), "gradient", a.mb,
                       &waited);
-        out.backward(grad);
+        // A first stage without parameters (a cut right after a Flatten)
+        // has an output that needs no gradient: nothing to run backward on.
+        if (out.requires_grad()) out.backward(grad);
         outs[mb] = at::Tensor();
       }
       if (!first) {
