@@ -79,15 +79,53 @@ class TensorParallelLinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TensorParallelLinear);
 
+// TensorParallelEmbedding is an Embedding cut over a 1-D mesh, as torch's
+// ColwiseParallel and RowwiseParallel apply to nn.Embedding.
+// ColwiseParallel keeps every row of the table and this rank's slice of
+// the embedding features (weight Shard(1)): a lookup needs no
+// communication, and its output is this rank's slice of the features
+// (output_layout Shard(-1); Replicate gathers them). RowwiseParallel keeps
+// this rank's slice of the vocabulary (weight Shard(0), as torch.chunk
+// cuts it): each rank looks up the indices it holds and gives zeros for
+// the others, and the partial outputs are summed into a whole one
+// (output_layout Replicate: an all_reduce; Shard(d): a reduce_scatter).
+// The indices are needed whole on every rank: input_layout says how they
+// arrive (a Shard gathers them first); torch's RowwiseParallel defaults to
+// Shard(-1), so an Embedding whose indices arrive whole, the usual case,
+// takes RowwiseParallel{Replicate()}, as in torch's tutorial. padding_idx
+// and scale_grad_by_freq are kept; max_norm (which renormalises rows in
+// place) and sparse gradients are refused.
+class TensorParallelEmbeddingImpl : public torch::nn::Module {
+ public:
+  TensorParallelEmbeddingImpl(const torch::nn::Embedding& embedding, DeviceMesh mesh, ParallelStyle style);
+  at::Tensor forward(const at::Tensor& indices);
+
+  at::Tensor weight;  // this rank's shard, registered as "weight"
+  const ParallelStyle& style() const { return style_; }
+
+ private:
+  DeviceMesh mesh_;
+  ParallelStyle style_;
+  int64_t num_embeddings_, embedding_dim_;
+  int64_t first_row_ = 0;     // RowwiseParallel: the first index this rank holds
+  int64_t padding_idx_ = -1;  // in this rank's rows (-1: none here)
+  bool scale_grad_by_freq_ = false;
+};
+TORCH_MODULE(TensorParallelEmbedding);
+
+// parallelize_embedding: `embedding` cut over `mesh` (1-D) as `style`.
+TensorParallelEmbedding parallelize_embedding(const torch::nn::Embedding& embedding, const DeviceMesh& mesh,
+                                              const ParallelStyle& style);
+
 // parallelize_linear: `linear` cut over `mesh` (1-D) as `style`.
 TensorParallelLinear parallelize_linear(const torch::nn::Linear& linear, const DeviceMesh& mesh,
                                         const ParallelStyle& style);
 
 // parallelize_module: a Sequential like `module` with each entry named in
 // `plan` (a Sequential names its entries "0", "1", ...) replaced by its
-// parallel version; the other entries are shared with `module`. A name
-// that is not an entry, or an entry that is not a Linear, raises
-// InvalidArgument naming it.
+// parallel version (a Linear's or an Embedding's); the other entries are
+// shared with `module`. A name that is not an entry, or an entry that is
+// neither a Linear nor an Embedding, raises InvalidArgument naming it.
 torch::nn::Sequential parallelize_module(const torch::nn::Sequential& module, const DeviceMesh& mesh,
                                          const std::map<std::string, ParallelStyle>& plan);
 

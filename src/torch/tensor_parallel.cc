@@ -85,6 +85,83 @@ at::Tensor TensorParallelLinearImpl::forward(const at::Tensor& input) {
   return y.to_local();
 }
 
+TensorParallelEmbeddingImpl::TensorParallelEmbeddingImpl(const torch::nn::Embedding& embedding, DeviceMesh mesh,
+                                                         ParallelStyle style)
+    : mesh_(std::move(mesh)), style_(style) {
+  const std::string what = std::string(style_name(style_)) + " Embedding";
+  if (mesh_.ndim() != 1) {
+    throw InvalidArgument(what + " needs a 1-D mesh (pass mesh[\"tp\"] of a larger one); got " + mesh_.to_string());
+  }
+  const auto& o = embedding->options;
+  if (o.max_norm()) {
+    throw InvalidArgument(what + ": max_norm renormalises rows of the whole table in place; not supported");
+  }
+  if (o.sparse()) throw InvalidArgument(what + ": sparse gradients are not supported");
+  if (o.scale_grad_by_freq() && std::holds_alternative<RowwiseParallel>(style_)) {
+    // A rank sees the counts of its own rows only through indices it
+    // masked: the scale would be wrong.
+    throw InvalidArgument(what + ": scale_grad_by_freq is not supported (ColwiseParallel keeps it)");
+  }
+  const at::Tensor& w = embedding->weight;
+  num_embeddings_ = w.size(0);
+  embedding_dim_ = w.size(1);
+  scale_grad_by_freq_ = o.scale_grad_by_freq();
+  const int k = mesh_.size(), r = mesh_.get_local_rank();
+  const bool colwise = std::holds_alternative<ColwiseParallel>(style_);
+  weight = register_parameter("weight", cut(w, colwise ? 1 : 0, k, r));
+  int64_t padding = o.padding_idx() ? *o.padding_idx() : -1;
+  if (padding < -1) padding += num_embeddings_;  // torch's negative padding_idx
+  if (colwise) {
+    padding_idx_ = padding;
+  } else {
+    const auto [start, length] = shard_range(num_embeddings_, k, r);
+    first_row_ = start;
+    padding_idx_ = padding >= start && padding < start + length ? padding - start : -1;
+  }
+}
+
+at::Tensor TensorParallelEmbeddingImpl::forward(const at::Tensor& indices) {
+  const bool colwise = std::holds_alternative<ColwiseParallel>(style_);
+  const int64_t dims = indices.dim();
+  const Placement in_layout = normalized(
+      colwise ? std::get<ColwiseParallel>(style_).input_layout : std::get<RowwiseParallel>(style_).input_layout,
+      std::max<int64_t>(dims, 1));
+  const Placement out_layout = normalized(
+      colwise ? std::get<ColwiseParallel>(style_).output_layout : std::get<RowwiseParallel>(style_).output_layout,
+      dims + 1);
+  if (in_layout.is_partial()) {
+    throw InvalidArgument(std::string(style_name(style_)) + " Embedding: indices cannot arrive Partial");
+  }
+  // The indices whole on every rank.
+  at::Tensor whole = indices;
+  if (!in_layout.is_replicate()) whole = DTensor::from_local(indices, mesh_, {in_layout}).full_tensor();
+  std::vector<int64_t> out_shape(whole.sizes().begin(), whole.sizes().end());
+  out_shape.push_back(embedding_dim_);
+  auto lookup = [&]() {
+    if (colwise) {
+      // Every row, this rank's features: the output's last dimension cut.
+      const at::Tensor local = at::embedding(weight, whole, padding_idx_, scale_grad_by_freq_);
+      return DTensor::from_local(local, mesh_, {Shard(static_cast<int>(dims))}, out_shape);
+    }
+    // This rank's rows: its indices looked up, zeros for the others; the
+    // sum over the ranks is the lookup in the whole table.
+    const int64_t rows = weight.size(0);
+    const at::Tensor mine = (whole >= first_row_) & (whole < first_row_ + rows);
+    const at::Tensor local_index = at::where(mine, whole - first_row_, at::zeros_like(whole));
+    at::Tensor local = at::embedding(weight, local_index, padding_idx_, scale_grad_by_freq_);
+    local = local * mine.unsqueeze(-1).to(local.scalar_type());
+    return DTensor::from_local(local, mesh_, {Partial()}, out_shape);
+  };
+  DTensor y = lookup();
+  if (y.placements()[0] != out_layout) y = y.redistribute({out_layout});
+  return y.to_local();
+}
+
+TensorParallelEmbedding parallelize_embedding(const torch::nn::Embedding& embedding, const DeviceMesh& mesh,
+                                              const ParallelStyle& style) {
+  return TensorParallelEmbedding(embedding, mesh, style);
+}
+
 TensorParallelLinear parallelize_linear(const torch::nn::Linear& linear, const DeviceMesh& mesh,
                                         const ParallelStyle& style) {
   return TensorParallelLinear(linear, mesh, style);
@@ -101,11 +178,11 @@ torch::nn::Sequential parallelize_module(const torch::nn::Sequential& module, co
                             std::to_string(module->size()) + "-entry Sequential (its entries are \"0\" to \"" +
                             std::to_string(module->size() - 1) + "\")");
     }
-    if (!module->ptr(index)->as<torch::nn::Linear>()) {
+    if (!module->ptr(index)->as<torch::nn::Linear>() && !module->ptr(index)->as<torch::nn::Embedding>()) {
       std::string kind = module->ptr(index)->name();  // "torch::nn::ReLUImpl": the holder's name reads better
       if (kind.size() > 4 && kind.compare(kind.size() - 4, 4, "Impl") == 0) kind.resize(kind.size() - 4);
       throw InvalidArgument("parallelize_module: entry '" + name + "' is a " + kind + "; " + style_name(style) +
-                            " applies to a Linear");
+                            " applies to a Linear or an Embedding");
     }
   }
   torch::nn::Sequential out;
@@ -114,6 +191,9 @@ torch::nn::Sequential parallelize_module(const torch::nn::Sequential& module, co
     const auto found = plan.find(std::to_string(i));
     if (found == plan.end()) {
       out->push_back(*entry);
+    } else if (module->ptr(i)->as<torch::nn::Embedding>()) {
+      out->push_back(parallelize_embedding(torch::nn::Embedding(module->ptr<torch::nn::EmbeddingImpl>(i)), mesh,
+                                           found->second));
     } else {
       out->push_back(
           parallelize_linear(torch::nn::Linear(module->ptr<torch::nn::LinearImpl>(i)), mesh, found->second));

@@ -405,9 +405,73 @@ void tensor_parallel(int world) {
                 .find("the plan names 'fc1', which is not an entry of the 3-entry Sequential") != std::string::npos,
         "a plan naming no entry is refused, naming it");
   check(invalid([&] { parallelize_module(whole, mesh, {{"1", RowwiseParallel()}}); })
-                .find("entry '1' is a torch::nn::ReLU; RowwiseParallel applies to a Linear") != std::string::npos,
+                .find("entry '1' is a torch::nn::ReLU; RowwiseParallel applies to a Linear or an Embedding") !=
+                std::string::npos,
         "a plan naming a ReLU is refused, naming it: " +
             invalid([&] { parallelize_module(whole, mesh, {{"1", RowwiseParallel()}}); }));
+}
+
+// tensor_parallel_embedding: an Embedding cut column- and row-wise, each
+// output layout, against the whole table's lookup and gradient (float64,
+// 11 rows: uneven at 2, 3 and 4 ranks; padding_idx 3 on one rank's rows).
+void tensor_parallel_embedding(int world) {
+  const DeviceMesh mesh = init_device_mesh("cpu", {world});
+  const int k = mesh.size(), r = mesh.get_local_rank();
+  torch::manual_seed(21);
+  torch::nn::Embedding whole(torch::nn::EmbeddingOptions(11, 6).padding_idx(3));
+  whole->to(at::kDouble);
+  // 2 x 12 indices (12 columns: cut evenly at 2, 3 and 4 ranks), every
+  // row of the table and the padding row among them.
+  const at::Tensor indices = torch::tensor({0, 3, 10, 5, 7, 7, 1, 9, 2, 4, 6, 8, 3, 10, 10, 0, 1, 2, 5, 5, 9, 8, 7, 6},
+                                           at::kLong)
+                                 .reshape({2, 12});
+  const at::Tensor coefficient = torch::randn({2, 12, 6}, at::kDouble);
+  whole->weight.mutable_grad() = at::Tensor();
+  const at::Tensor y_whole = whole->forward(indices);
+  (y_whole * coefficient).sum().backward();
+  const at::Tensor grad_whole = whole->weight.grad().clone();
+
+  struct Case {
+    std::string name;
+    ParallelStyle style;
+    int weight_dim;  // the table's cut
+    int output_dim;  // the output's cut (-1: whole)
+    int input_dim;   // how the indices arrive (-1: whole)
+  };
+  const std::vector<Case> cases = {
+      {"ColwiseParallel (output Shard(-1))", ColwiseParallel(), 1, 2, -1},
+      {"ColwiseParallel to Replicate", ColwiseParallel{Replicate(), Replicate()}, 1, -1, -1},
+      {"RowwiseParallel{Replicate()} (output Replicate)", RowwiseParallel{Replicate()}, 0, -1, -1},
+      {"RowwiseParallel to Shard(1) (sequence)", RowwiseParallel{Replicate(), Shard(1)}, 0, 1, -1},
+      {"RowwiseParallel (indices arriving Shard(-1))", RowwiseParallel(), 0, -1, 1},
+  };
+  for (const Case& c : cases) {
+    TensorParallelEmbedding tp = parallelize_embedding(whole, mesh, c.style);
+    check(same(tp->weight, piece(whole->weight.detach(), c.weight_dim, k, r)), c.name + ": this rank's shard");
+    const at::Tensor in = c.input_dim < 0 ? indices : piece(indices, c.input_dim, k, r).contiguous();
+    const at::Tensor y = tp->forward(in);
+    const at::Tensor want = c.output_dim < 0 ? y_whole : piece(y_whole, c.output_dim, k, r);
+    check(y.sizes() == want.sizes() && at::allclose(y, want), c.name + ": output as the whole table's");
+    const at::Tensor coefficient_here = c.output_dim < 0 ? coefficient : piece(coefficient, c.output_dim, k, r);
+    // A whole output's loss is every rank's (its gradient the whole
+    // coefficient); a cut one's is this rank's part of the sum.
+    (y * coefficient_here).sum().backward();
+    check(tp->weight.grad().defined() && at::allclose(tp->weight.grad(), piece(grad_whole, c.weight_dim, k, r)),
+          c.name + ": the shard's gradient as the whole table's");
+  }
+
+  // In a plan, beside a Linear.
+  torch::manual_seed(22);
+  torch::nn::Sequential model(torch::nn::Embedding(11, 6), torch::nn::Linear(6, 5));
+  model->to(at::kDouble);
+  torch::nn::Sequential parallel = parallelize_module(
+      model, mesh, {{"0", RowwiseParallel{Replicate()}}, {"1", ColwiseParallel{Replicate(), Replicate()}}});
+  check(close(parallel->forward(indices), model->forward(indices)), "a plan with an Embedding: output");
+  check(invalid([&] {
+          parallelize_embedding(torch::nn::Embedding(torch::nn::EmbeddingOptions(11, 6).max_norm(1.0)), mesh,
+                                RowwiseParallel{Replicate()});
+        }).find("max_norm renormalises rows of the whole table in place") != std::string::npos,
+        "max_norm is refused, saying why");
 }
 
 }  // namespace
@@ -424,6 +488,7 @@ int main(int argc, char** argv) {
       compare(base);
     } else if (argc > 1 && std::string(argv[1]) == "tensor_parallel") {
       tensor_parallel(world);
+      tensor_parallel_embedding(world);
     } else {
       const DeviceMesh flat = init_device_mesh("cpu", {world});
       one_dimension(flat, base);
