@@ -57,7 +57,19 @@ struct RowwiseParallel {
   Placement input_layout = Shard(-1);
   Placement output_layout = Replicate();
 };
-using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel>;
+// SequenceParallel: torch's style for the LayerNorms and Dropouts between
+// a RowwiseParallel Linear whose output is cut along the sequence
+// (output_layout Shard(1)) and a ColwiseParallel one that takes it so
+// (input_layout Shard(1)): the module runs on this rank's part of the
+// sequence, its input and output cut along `sequence_dim`, so activations
+// there take 1/P of the memory. A LayerNorm's weight and bias stay whole
+// on every rank; each rank's gradient for them is from its part of the
+// sequence only, so backward sums them over the mesh (an all_reduce each),
+// and every rank steps the same whole parameters.
+struct SequenceParallel {
+  int sequence_dim = 1;
+};
+using ParallelStyle = std::variant<ColwiseParallel, RowwiseParallel, SequenceParallel>;
 
 class TensorParallelLinearImpl : public torch::nn::Module {
  public:
@@ -117,15 +129,35 @@ TORCH_MODULE(TensorParallelEmbedding);
 TensorParallelEmbedding parallelize_embedding(const torch::nn::Embedding& embedding, const DeviceMesh& mesh,
                                               const ParallelStyle& style);
 
+// SequenceParallelModule runs a LayerNorm or a Dropout on this rank's part
+// of the sequence (SequenceParallel); it holds the module itself, whose
+// parameters it shares.
+class SequenceParallelModuleImpl : public torch::nn::Module {
+ public:
+  // `module` is a torch::nn::LayerNorm or torch::nn::Dropout (anything
+  // else: InvalidArgument naming it).
+  SequenceParallelModuleImpl(std::shared_ptr<torch::nn::Module> module, DeviceMesh mesh, SequenceParallel style);
+  // input: this rank's part of the sequence; so is the output.
+  at::Tensor forward(const at::Tensor& input);
+
+ private:
+  std::shared_ptr<torch::nn::LayerNormImpl> norm_;
+  std::shared_ptr<torch::nn::DropoutImpl> dropout_;
+  DeviceMesh mesh_;
+  SequenceParallel style_;
+};
+TORCH_MODULE(SequenceParallelModule);
+
 // parallelize_linear: `linear` cut over `mesh` (1-D) as `style`.
 TensorParallelLinear parallelize_linear(const torch::nn::Linear& linear, const DeviceMesh& mesh,
                                         const ParallelStyle& style);
 
 // parallelize_module: a Sequential like `module` with each entry named in
 // `plan` (a Sequential names its entries "0", "1", ...) replaced by its
-// parallel version (a Linear's or an Embedding's); the other entries are
-// shared with `module`. A name that is not an entry, or an entry that is
-// neither a Linear nor an Embedding, raises InvalidArgument naming it.
+// parallel version (a Linear's or an Embedding's for ColwiseParallel and
+// RowwiseParallel, a LayerNorm's or a Dropout's for SequenceParallel); the
+// other entries are shared with `module`. A name that is not an entry, or
+// an entry the style does not apply to, raises InvalidArgument naming it.
 torch::nn::Sequential parallelize_module(const torch::nn::Sequential& module, const DeviceMesh& mesh,
                                          const std::map<std::string, ParallelStyle>& plan);
 

@@ -5,8 +5,11 @@
 // the communications of tensor parallelism, forward and backward.
 #include "cohort/tensor_parallel.h"
 
+#include <torch/csrc/autograd/functions/utils.h>
+
 #include "cohort/dtensor_ops.h"
 #include "cohort/errors.h"
+#include "cohort/tensor.h"
 
 namespace cohort {
 namespace {
@@ -32,7 +35,42 @@ std::vector<int64_t> shape_with_last(const at::Tensor& local, int64_t last) {
 }
 
 const char* style_name(const ParallelStyle& style) {
-  return std::holds_alternative<ColwiseParallel>(style) ? "ColwiseParallel" : "RowwiseParallel";
+  if (std::holds_alternative<ColwiseParallel>(style)) return "ColwiseParallel";
+  return std::holds_alternative<RowwiseParallel>(style) ? "RowwiseParallel" : "SequenceParallel";
+}
+
+// cutting_style refuses SequenceParallel for a module that is cut (a Linear,
+// an Embedding): that style applies to the modules between them.
+void require_cutting_style(const ParallelStyle& style, const char* module) {
+  if (std::holds_alternative<SequenceParallel>(style)) {
+    throw InvalidArgument(std::string("SequenceParallel applies to a LayerNorm or a Dropout; a ") + module +
+                          " takes ColwiseParallel or RowwiseParallel");
+  }
+}
+
+// SumGradOverMesh is the backward of sum_grad_over: it sums the gradient
+// over `group` (a whole parameter used on this rank's part of the
+// sequence has a gradient from that part only).
+struct SumGradOverMesh : torch::autograd::Node {
+  explicit SumGradOverMesh(GroupPtr g) : group(std::move(g)) {}
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    at::Tensor g = grads[0].contiguous().clone();
+    all_reduce(g, ReduceOp::SUM, group);
+    return {g};
+  }
+  std::string name() const override { return "cohort::SumGradOverMesh"; }
+  GroupPtr group;
+};
+
+// sum_grad_over is `t` forward (sharing its memory); backward sums its
+// gradient over `group` before it reaches `t`.
+at::Tensor sum_grad_over(const at::Tensor& t, const GroupPtr& group) {
+  if (!t.requires_grad() || !torch::autograd::GradMode::is_enabled()) return t;
+  auto node = c10::make_intrusive<SumGradOverMesh>(group);
+  node->set_next_edges(torch::autograd::collect_next_edges(t));
+  at::Tensor out = t.detach();
+  torch::autograd::set_history(out, node);
+  return out;
 }
 
 }  // namespace
@@ -40,6 +78,7 @@ const char* style_name(const ParallelStyle& style) {
 TensorParallelLinearImpl::TensorParallelLinearImpl(const torch::nn::Linear& linear, DeviceMesh mesh,
                                                    ParallelStyle style)
     : mesh_(std::move(mesh)), style_(style) {
+  require_cutting_style(style_, "Linear");
   if (mesh_.ndim() != 1) {
     throw InvalidArgument(std::string(style_name(style_)) + " needs a 1-D mesh (pass mesh[\"tp\"] of a larger one); got " +
                           mesh_.to_string());
@@ -88,6 +127,7 @@ at::Tensor TensorParallelLinearImpl::forward(const at::Tensor& input) {
 TensorParallelEmbeddingImpl::TensorParallelEmbeddingImpl(const torch::nn::Embedding& embedding, DeviceMesh mesh,
                                                          ParallelStyle style)
     : mesh_(std::move(mesh)), style_(style) {
+  require_cutting_style(style_, "Embedding");
   const std::string what = std::string(style_name(style_)) + " Embedding";
   if (mesh_.ndim() != 1) {
     throw InvalidArgument(what + " needs a 1-D mesh (pass mesh[\"tp\"] of a larger one); got " + mesh_.to_string());
@@ -157,6 +197,40 @@ at::Tensor TensorParallelEmbeddingImpl::forward(const at::Tensor& indices) {
   return y.to_local();
 }
 
+SequenceParallelModuleImpl::SequenceParallelModuleImpl(std::shared_ptr<torch::nn::Module> module, DeviceMesh mesh,
+                                                       SequenceParallel style)
+    : norm_(std::dynamic_pointer_cast<torch::nn::LayerNormImpl>(module)),
+      dropout_(std::dynamic_pointer_cast<torch::nn::DropoutImpl>(module)),
+      mesh_(std::move(mesh)),
+      style_(style) {
+  if (!norm_ && !dropout_) {
+    throw InvalidArgument("SequenceParallel applies to a LayerNorm or a Dropout, not a " + module->name());
+  }
+  if (mesh_.ndim() != 1) {
+    throw InvalidArgument("SequenceParallel needs a 1-D mesh (pass mesh[\"tp\"] of a larger one); got " +
+                          mesh_.to_string());
+  }
+  register_module(norm_ ? "norm" : "dropout", module);
+}
+
+at::Tensor SequenceParallelModuleImpl::forward(const at::Tensor& input) {
+  const int64_t dims = input.dim();
+  const int64_t d = style_.sequence_dim < 0 ? style_.sequence_dim + dims : style_.sequence_dim;
+  if (d < 0 || d >= dims) {
+    throw InvalidArgument("SequenceParallel: sequence_dim " + std::to_string(style_.sequence_dim) +
+                          " of an input of " + std::to_string(dims) + " dimensions");
+  }
+  if (dropout_) return dropout_->forward(input);
+  // The norm acts on the last dimensions, never the sequence's: this
+  // rank's part is normalised as the whole would be.
+  const auto& o = norm_->options;
+  const GroupPtr group = mesh_.get_group(0);
+  at::Tensor weight, bias;
+  if (norm_->weight.defined()) weight = sum_grad_over(norm_->weight, group);
+  if (norm_->bias.defined()) bias = sum_grad_over(norm_->bias, group);
+  return torch::layer_norm(input, o.normalized_shape(), weight, bias, o.eps());
+}
+
 TensorParallelEmbedding parallelize_embedding(const torch::nn::Embedding& embedding, const DeviceMesh& mesh,
                                               const ParallelStyle& style) {
   return TensorParallelEmbedding(embedding, mesh, style);
@@ -178,11 +252,16 @@ torch::nn::Sequential parallelize_module(const torch::nn::Sequential& module, co
                             std::to_string(module->size()) + "-entry Sequential (its entries are \"0\" to \"" +
                             std::to_string(module->size() - 1) + "\")");
     }
-    if (!module->ptr(index)->as<torch::nn::Linear>() && !module->ptr(index)->as<torch::nn::Embedding>()) {
+    const bool sequence = std::holds_alternative<SequenceParallel>(style);
+    const bool applies = sequence ? module->ptr(index)->as<torch::nn::LayerNorm>() ||
+                                        module->ptr(index)->as<torch::nn::Dropout>()
+                                  : module->ptr(index)->as<torch::nn::Linear>() ||
+                                        module->ptr(index)->as<torch::nn::Embedding>();
+    if (!applies) {
       std::string kind = module->ptr(index)->name();  // "torch::nn::ReLUImpl": the holder's name reads better
       if (kind.size() > 4 && kind.compare(kind.size() - 4, 4, "Impl") == 0) kind.resize(kind.size() - 4);
       throw InvalidArgument("parallelize_module: entry '" + name + "' is a " + kind + "; " + style_name(style) +
-                            " applies to a Linear or an Embedding");
+                            (sequence ? " applies to a LayerNorm or a Dropout" : " applies to a Linear or an Embedding"));
     }
   }
   torch::nn::Sequential out;
@@ -191,6 +270,8 @@ torch::nn::Sequential parallelize_module(const torch::nn::Sequential& module, co
     const auto found = plan.find(std::to_string(i));
     if (found == plan.end()) {
       out->push_back(*entry);
+    } else if (std::holds_alternative<SequenceParallel>(found->second)) {
+      out->push_back(SequenceParallelModule(module->ptr(i), mesh, std::get<SequenceParallel>(found->second)));
     } else if (module->ptr(i)->as<torch::nn::Embedding>()) {
       out->push_back(parallelize_embedding(torch::nn::Embedding(module->ptr<torch::nn::EmbeddingImpl>(i)), mesh,
                                            found->second));

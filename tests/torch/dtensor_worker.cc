@@ -474,6 +474,131 @@ void tensor_parallel_embedding(int world) {
         "max_norm is refused, saying why");
 }
 
+// Block: a transformer block (pre-norm attention with 4 heads, then a
+// pre-norm MLP) over modules held as AnyModule, so that the same code runs
+// whole and with its modules swapped for parallel ones. The attention
+// takes its heads from what q gives: all of them whole, this rank's under
+// tensor parallelism.
+struct BlockImpl : torch::nn::Module {
+  static constexpr int64_t kWidth = 12, kHeadDim = 3;
+  BlockImpl() {
+    torch::manual_seed(31);
+    ln1 = torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})));
+    q = torch::nn::AnyModule(torch::nn::Linear(kWidth, kWidth));
+    k = torch::nn::AnyModule(torch::nn::Linear(kWidth, kWidth));
+    v = torch::nn::AnyModule(torch::nn::Linear(kWidth, kWidth));
+    o = torch::nn::AnyModule(torch::nn::Linear(kWidth, kWidth));
+    ln2 = torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({kWidth})));
+    fc1 = torch::nn::AnyModule(torch::nn::Linear(kWidth, 2 * kWidth));
+    fc2 = torch::nn::AnyModule(torch::nn::Linear(2 * kWidth, kWidth));
+    for (auto* m : {&ln1, &q, &k, &v, &o, &ln2, &fc1, &fc2}) m->ptr()->to(at::kDouble);
+    for (auto* m : {&ln1, &ln2}) {  // not the identity LayerNorm starts as
+      torch::NoGradGuard no_grad;
+      for (auto& p : m->ptr()->parameters()) p.copy_(torch::randn_like(p));
+    }
+    enroll();
+  }
+  void enroll() {
+    const char* names[] = {"ln1", "q", "k", "v", "o", "ln2", "fc1", "fc2"};
+    torch::nn::AnyModule* mods[] = {&ln1, &q, &k, &v, &o, &ln2, &fc1, &fc2};
+    for (int i = 0; i < 8; ++i) {
+      if (named_children().contains(names[i])) {
+        replace_module(names[i], mods[i]->ptr());
+      } else {
+        register_module(names[i], mods[i]->ptr());
+      }
+    }
+  }
+  at::Tensor attention(const at::Tensor& h) {
+    const at::Tensor Q = q.forward(h), K = k.forward(h), V = v.forward(h);
+    const int64_t b = Q.size(0), s = Q.size(1), heads = Q.size(2) / kHeadDim;
+    auto split = [&](const at::Tensor& t) { return t.reshape({b, s, heads, kHeadDim}).transpose(1, 2); };
+    const at::Tensor scores = torch::softmax(split(Q).matmul(split(K).transpose(-2, -1)) / std::sqrt(3.0), -1);
+    return o.forward(scores.matmul(split(V)).transpose(1, 2).reshape({b, s, heads * kHeadDim}));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = x + attention(ln1.forward(x));
+    return h + fc2.forward(torch::gelu(fc1.forward(ln2.forward(h))));
+  }
+  torch::nn::AnyModule ln1, q, k, v, o, ln2, fc1, fc2;
+};
+TORCH_MODULE(Block);
+
+// tensor_parallel_block: the Block under tensor and sequence parallelism,
+// as torch's tutorial plans a Llama block: the norms SequenceParallel (on
+// this rank's part of the sequence), q/k/v ColwiseParallel from a
+// sequence-cut input (gathered), o RowwiseParallel to a sequence-cut
+// output (the partial products reduced and cut), the MLP likewise; output,
+// input gradient and every parameter's gradient against the whole block,
+// at 2 and 4 ranks (2 heads a rank, then 1).
+void tensor_parallel_block(int world) {
+  if (world != 2 && world != 4) return;  // 8 positions, 4 heads: cut evenly
+  const DeviceMesh mesh = init_device_mesh("cpu", {world});
+  const int k = mesh.size(), r = mesh.get_local_rank();
+  Block whole, parallel;
+  const ColwiseParallel from_sequence{Shard(1), Shard(-1)};
+  const RowwiseParallel to_sequence{Shard(-1), Shard(1)};
+  auto linear = [&](torch::nn::AnyModule& m, const ParallelStyle& style) {
+    m = torch::nn::AnyModule(parallelize_linear(torch::nn::Linear(m.ptr<torch::nn::LinearImpl>()), mesh, style));
+  };
+  auto sequence = [&](torch::nn::AnyModule& m) {
+    m = torch::nn::AnyModule(SequenceParallelModule(m.ptr(), mesh, SequenceParallel()));
+  };
+  sequence(parallel->ln1);
+  sequence(parallel->ln2);
+  for (auto* m : {&parallel->q, &parallel->k, &parallel->v, &parallel->fc1}) linear(*m, from_sequence);
+  for (auto* m : {&parallel->o, &parallel->fc2}) linear(*m, to_sequence);
+  parallel->enroll();
+
+  torch::manual_seed(32);
+  const at::Tensor x = torch::randn({2, 8, BlockImpl::kWidth}, at::kDouble), coefficient = torch::randn_like(x);
+  at::Tensor x_whole = x.clone().requires_grad_(), x_part = piece(x, 1, k, r).clone().requires_grad_();
+  const at::Tensor y_whole = whole->forward(x_whole), y_part = parallel->forward(x_part);
+  check(close(y_part, piece(y_whole, 1, k, r)), "block: this rank's part of the sequence as the whole block's");
+  (y_whole * coefficient).sum().backward();
+  (y_part * piece(coefficient, 1, k, r)).sum().backward();
+  check(close(x_part.grad(), piece(x_whole.grad(), 1, k, r)), "block: the input's gradient");
+  // Each parallel parameter against the whole one's gradient, cut as the
+  // parameter is: the norms whole, q/k/v/fc1 by rows (bias too), o/fc2 by
+  // columns (bias whole).
+  struct Expect {
+    const char* name;
+    int weight_dim, bias_dim;  // -1: whole
+  };
+  const Expect expects[] = {{"ln1", -1, -1}, {"q", 0, 0},   {"k", 0, 0},    {"v", 0, 0},
+                            {"o", 1, -1},    {"ln2", -1, -1}, {"fc1", 0, 0}, {"fc2", 1, -1}};
+  const auto parallel_parameters = parallel->named_parameters(), whole_parameters = whole->named_parameters();
+  for (const Expect& e : expects) {
+    for (const char* which : {"weight", "bias"}) {
+      const at::Tensor* mine = parallel_parameters.find(std::string(e.name) + "." + which);
+      if (!mine) mine = parallel_parameters.find(std::string(e.name) + ".norm." + which);
+      const at::Tensor* theirs = whole_parameters.find(std::string(e.name) + "." + which);
+      check(mine && theirs, std::string("block: ") + e.name + "." + which + " is there");
+      if (!mine || !theirs) continue;
+      const int dim = std::string(which) == "weight" ? e.weight_dim : e.bias_dim;
+      const at::Tensor want = dim < 0 ? theirs->grad() : piece(theirs->grad(), dim, k, r);
+      check(mine->grad().defined() && close(mine->grad(), want),
+            std::string("block: the gradient of ") + e.name + "." + which);
+    }
+  }
+  // Through a plan: a LayerNorm entry runs on this rank's part; a ReLU
+  // entry is refused, naming what the style applies to.
+  torch::nn::Sequential norm_then_relu(torch::nn::LayerNorm(torch::nn::LayerNormOptions({BlockImpl::kWidth})),
+                                       torch::nn::ReLU());
+  norm_then_relu->to(at::kDouble);
+  check(close(parallelize_module(norm_then_relu, mesh, {{"0", SequenceParallel()}})->forward(piece(x, 1, k, r)),
+              piece(norm_then_relu->forward(x), 1, k, r)),
+        "a SequenceParallel LayerNorm through parallelize_module");
+  check(invalid([&] { parallelize_module(norm_then_relu, mesh, {{"1", SequenceParallel()}}); })
+                .find("entry '1' is a torch::nn::ReLU; SequenceParallel applies to a LayerNorm or a Dropout") !=
+            std::string::npos,
+        "SequenceParallel on a ReLU is refused");
+  check(invalid([&] { parallelize_linear(torch::nn::Linear(4, 4), mesh, SequenceParallel()); })
+                .find("SequenceParallel applies to a LayerNorm or a Dropout; a Linear takes ColwiseParallel or "
+                      "RowwiseParallel") != std::string::npos,
+        "SequenceParallel on a Linear is refused, saying what applies");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -489,6 +614,7 @@ int main(int argc, char** argv) {
     } else if (argc > 1 && std::string(argv[1]) == "tensor_parallel") {
       tensor_parallel(world);
       tensor_parallel_embedding(world);
+      tensor_parallel_block(world);
     } else {
       const DeviceMesh flat = init_device_mesh("cpu", {world});
       one_dimension(flat, base);
