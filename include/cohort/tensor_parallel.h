@@ -148,6 +148,50 @@ class SequenceParallelModuleImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SequenceParallelModule);
 
+// PrepareModuleInput and PrepareModuleOutput: torch's styles that change
+// only the layout of what goes into or comes out of a module (one tensor
+// here): `input_layout` is how the tensor arrives (this rank's local piece
+// of it), `desired_input_layout` how the module wants it; the tensor is
+// redistributed between the two (an all_gather, a local cut, an
+// all_to_all, an all_reduce of a Partial; backward the way back). A
+// libtorch module has no hooks, so each wraps the module:
+//
+//   attention = PrepareModuleInputModule(attention, mesh, {Shard(1), Replicate()});
+//
+// The wrapper's forward takes and returns local pieces, as the module's.
+struct PrepareModuleInput {
+  Placement input_layout = Shard(1);
+  Placement desired_input_layout = Replicate();
+};
+struct PrepareModuleOutput {
+  Placement output_layout = Replicate();
+  Placement desired_output_layout = Shard(1);
+};
+
+class PrepareModuleInputModuleImpl : public torch::nn::Module {
+ public:
+  PrepareModuleInputModuleImpl(torch::nn::AnyModule module, DeviceMesh mesh, PrepareModuleInput layouts);
+  at::Tensor forward(const at::Tensor& input);
+
+ private:
+  torch::nn::AnyModule module_;
+  DeviceMesh mesh_;
+  PrepareModuleInput layouts_;
+};
+TORCH_MODULE(PrepareModuleInputModule);
+
+class PrepareModuleOutputModuleImpl : public torch::nn::Module {
+ public:
+  PrepareModuleOutputModuleImpl(torch::nn::AnyModule module, DeviceMesh mesh, PrepareModuleOutput layouts);
+  at::Tensor forward(const at::Tensor& input);
+
+ private:
+  torch::nn::AnyModule module_;
+  DeviceMesh mesh_;
+  PrepareModuleOutput layouts_;
+};
+TORCH_MODULE(PrepareModuleOutputModule);
+
 // parallelize_linear: `linear` cut over `mesh` (1-D) as `style`.
 TensorParallelLinear parallelize_linear(const torch::nn::Linear& linear, const DeviceMesh& mesh,
                                         const ParallelStyle& style);

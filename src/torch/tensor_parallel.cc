@@ -231,6 +231,47 @@ at::Tensor SequenceParallelModuleImpl::forward(const at::Tensor& input) {
   return torch::layer_norm(input, o.normalized_shape(), weight, bias, o.eps());
 }
 
+namespace {
+
+// relayout: `local`, this rank's piece of a tensor laid out as `from`,
+// as `to` (the global shape assumed evenly cut along a Shard `from`).
+at::Tensor relayout(const at::Tensor& local, const DeviceMesh& mesh, const Placement& from, const Placement& to,
+                    const char* what) {
+  if (mesh.ndim() != 1) {
+    throw InvalidArgument(std::string(what) + " needs a 1-D mesh (pass mesh[\"tp\"] of a larger one); got " +
+                          mesh.to_string());
+  }
+  const int64_t dims = std::max<int64_t>(local.dim(), 1);
+  const Placement a = normalized(from, dims), b = normalized(to, dims);
+  if (a == b) return local;
+  if (b.is_partial()) throw InvalidArgument(std::string(what) + ": a desired layout cannot be Partial");
+  return DTensor::from_local(local, mesh, {a}).redistribute({b}).to_local();
+}
+
+}  // namespace
+
+PrepareModuleInputModuleImpl::PrepareModuleInputModuleImpl(torch::nn::AnyModule module, DeviceMesh mesh,
+                                                           PrepareModuleInput layouts)
+    : module_(std::move(module)), mesh_(std::move(mesh)), layouts_(layouts) {
+  register_module("module", module_.ptr());
+}
+
+at::Tensor PrepareModuleInputModuleImpl::forward(const at::Tensor& input) {
+  return module_.forward(
+      relayout(input, mesh_, layouts_.input_layout, layouts_.desired_input_layout, "PrepareModuleInput"));
+}
+
+PrepareModuleOutputModuleImpl::PrepareModuleOutputModuleImpl(torch::nn::AnyModule module, DeviceMesh mesh,
+                                                             PrepareModuleOutput layouts)
+    : module_(std::move(module)), mesh_(std::move(mesh)), layouts_(layouts) {
+  register_module("module", module_.ptr());
+}
+
+at::Tensor PrepareModuleOutputModuleImpl::forward(const at::Tensor& input) {
+  return relayout(module_.forward(input), mesh_, layouts_.output_layout, layouts_.desired_output_layout,
+                  "PrepareModuleOutput");
+}
+
 TensorParallelEmbedding parallelize_embedding(const torch::nn::Embedding& embedding, const DeviceMesh& mesh,
                                               const ParallelStyle& style) {
   return TensorParallelEmbedding(embedding, mesh, style);

@@ -581,6 +581,25 @@ void tensor_parallel_block(int world) {
             std::string("block: the gradient of ") + e.name + "." + which);
     }
   }
+  // PrepareModuleInput and PrepareModuleOutput around a column-wise Linear:
+  // the sequence-cut input gathered, the feature-cut output gathered; the
+  // input's gradient comes back cut as the input came.
+  {
+    torch::manual_seed(33);
+    torch::nn::Linear fc(BlockImpl::kWidth, 8);
+    fc->to(at::kDouble);
+    PrepareModuleInputModule gathered(torch::nn::AnyModule(parallelize_linear(fc, mesh, ColwiseParallel())), mesh,
+                                      PrepareModuleInput{Shard(1), Replicate()});
+    PrepareModuleOutputModule wrapped(torch::nn::AnyModule(gathered), mesh, PrepareModuleOutput{Shard(-1), Replicate()});
+    at::Tensor in_whole = x.clone().requires_grad_(), in_part = piece(x, 1, k, r).clone().requires_grad_();
+    const at::Tensor want = fc->forward(in_whole), got = wrapped->forward(in_part);
+    check(close(got, want), "PrepareModuleInput/Output around a ColwiseParallel Linear: output whole");
+    const at::Tensor c = torch::randn_like(want);
+    (want * c).sum().backward();
+    (got * c).sum().backward();
+    check(close(in_part.grad(), piece(in_whole.grad(), 1, k, r)), "PrepareModuleInput: the input's gradient, cut");
+  }
+
   // Through a plan: a LayerNorm entry runs on this rank's part; a ReLU
   // entry is refused, naming what the style applies to.
   torch::nn::Sequential norm_then_relu(torch::nn::LayerNorm(torch::nn::LayerNormOptions({BlockImpl::kWidth})),
