@@ -3,8 +3,13 @@
 // (torch's fully_shard): the MLP 784-2048-2048-10 (5.8M parameters), each
 // Linear its own unit and the root last, SGD with momentum, one thread per
 // rank, the same batch every step. Run it under cohortrun (env://).
+// --mode tp cuts the same MLP for tensor parallelism instead (the first
+// Linear column-wise, the second row-wise: one all_reduce forward, one
+// backward; the last, 10 outputs, whole on every rank), the same batch on
+// every rank; --mode single runs the whole model without a collective
+// (the one-process step tp is measured against; launch it with one rank).
 // Prints one line on rank 0 (the slowest rank's numbers):
-//   fsdp_bench cohort-cpp|cohort-cpp-keep|cohort-ddp world=P batch=B step_ms=median peak_mb=M held_mb=H
+//   fsdp_bench cohort-cpp|cohort-cpp-keep|cohort-ddp|cohort-tp|single world=P batch=B step_ms=median peak_mb=M held_mb=H
 // Memory is measured, not computed, as the growth of the process's
 // resident memory from just before the model is made: peak_mb of its
 // high-water mark (VmHWM) by the end of the timed steps (parameters,
@@ -31,6 +36,7 @@
 #include "cohort/distributed.h"
 #include "cohort/fsdp.h"
 #include "cohort/tensor.h"
+#include "cohort/tensor_parallel.h"
 
 namespace {
 
@@ -87,7 +93,17 @@ int main(int argc, char** argv) {
   std::vector<at::Tensor> parameters;
   std::shared_ptr<torch::nn::Module> keep;
   std::shared_ptr<cohort::DistributedDataParallel<torch::nn::Sequential>> ddp;
-  if (mode == "ddp") {
+  if (mode == "single") {
+    auto model = plain(layers);
+    forward = [model](const at::Tensor& in) mutable { return model->forward(in); };
+    parameters = model->parameters();
+  } else if (mode == "tp") {
+    auto mesh = cohort::init_device_mesh("cpu", {cohort::get_world_size()});
+    auto model = cohort::parallelize_module(plain(layers), mesh,
+                                            {{"1", cohort::ColwiseParallel()}, {"3", cohort::RowwiseParallel()}});
+    forward = [model](const at::Tensor& in) mutable { return model->forward(in); };
+    parameters = model->parameters();
+  } else if (mode == "ddp") {
     auto model = plain(layers);
     ddp = std::make_shared<cohort::DistributedDataParallel<torch::nn::Sequential>>(model);
     forward = [ddp](const at::Tensor& in) { return ddp->forward(in); };
@@ -103,7 +119,7 @@ int main(int argc, char** argv) {
                                                            second, torch::nn::ReLU(), third),
                                      options);
     keep = model;
-    forward = [model](const at::Tensor& in) { return model->forward(in); };
+    forward = [model](const at::Tensor& in) mutable { return model->forward(in); };
     parameters = model->parameters();
   }
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.01).momentum(0.9));
@@ -126,7 +142,9 @@ int main(int argc, char** argv) {
   cohort::all_reduce(result, cohort::ReduceOp::MAX);
   if (cohort::get_rank() == 0) {
     std::printf("fsdp_bench %s world=%d batch=%d step_ms=%.2f peak_mb=%.1f held_mb=%.1f\n",
-                mode == "ddp" ? "cohort-ddp"
+                mode == "single" ? "single"
+                : mode == "tp"   ? "cohort-tp"
+                : mode == "ddp"  ? "cohort-ddp"
                 : keep_whole  ? "cohort-cpp-keep"
                               : "cohort-cpp",
                 cohort::get_world_size(), batch, result[0].item<double>(), result[1].item<double>(),
