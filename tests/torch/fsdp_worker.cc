@@ -19,6 +19,7 @@
 #include "cohort/dtensor.h"
 #include "cohort/errors.h"
 #include "cohort/fsdp.h"
+#include "cohort/tensor_parallel.h"
 #include "torch/fsdp_net.h"
 #include "torch/worker_checks.h"
 
@@ -190,6 +191,67 @@ void compare() {
   std::fflush(stdout);
 }
 
+// fsdp_with_tp: a 2 x 2 mesh ("dp", "tp"): the MLP's Linears cut for
+// tensor parallelism over "tp" (column- then row-wise), each cut Linear an
+// FSDP unit over "dp", the root last; each dp group trains on its half of
+// the batch (both its tp ranks on the same rows). Three SGD steps with
+// momentum against the whole model on the whole batch in one process:
+// every rank's shard (its tp piece, then its dp rows of that) equal.
+void fsdp_with_tp() {
+  const DeviceMesh mesh = init_device_mesh("cpu", {2, 2}, {"dp", "tp"});
+  const auto coordinate = *mesh.get_coordinate();
+  const int dp = coordinate[0], tp = coordinate[1];
+  auto whole = []() {
+    torch::manual_seed(5);
+    torch::nn::Linear first(8, 12);
+    torch::nn::Linear second(12, 6);
+    torch::nn::Sequential net(first, torch::nn::ReLU(), second);
+    net->to(at::kDouble);
+    return net;
+  };
+  torch::nn::Sequential reference = whole(), source = whole();
+  torch::nn::Sequential cut =
+      parallelize_module(source, mesh["tp"], {{"0", ColwiseParallel()}, {"2", RowwiseParallel()}});
+  FullyShardOptions over_dp;
+  over_dp.mesh = mesh["dp"];
+  auto first = fully_shard(TensorParallelLinear(cut->ptr<TensorParallelLinearImpl>(0)), over_dp);
+  auto second = fully_shard(TensorParallelLinear(cut->ptr<TensorParallelLinearImpl>(2)), over_dp);
+  auto model = fully_shard(torch::nn::Sequential(first, torch::nn::ReLU(), second), over_dp);
+  torch::optim::SGD on_shards(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD on_whole(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::manual_seed(6);
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor x = torch::randn({8, 8}, at::kDouble), y = torch::randn({8, 6}, at::kDouble);
+    on_shards.zero_grad();
+    on_whole.zero_grad();
+    torch::mse_loss(model->forward(x.slice(0, 4 * dp, 4 * dp + 4)), y.slice(0, 4 * dp, 4 * dp + 4)).backward();
+    torch::mse_loss(reference->forward(x), y).backward();
+    on_shards.step();
+    on_whole.step();
+  }
+  auto piece = [](const at::Tensor& t, int dim, int index) {
+    const auto [start, length] = shard_range(t.size(dim), 2, index);
+    return t.narrow(dim, start, length);
+  };
+  auto l0 = reference->ptr<torch::nn::LinearImpl>(0);
+  auto l2 = reference->ptr<torch::nn::LinearImpl>(2);
+  struct Expect {
+    const char* what;
+    at::Tensor mine, whole;
+    int tp_dim;  // -1: not cut by tp
+  };
+  const Expect expects[] = {{"first.weight", first->module()->weight, l0->weight, 0},
+                            {"first.bias", first->module()->bias, l0->bias, 0},
+                            {"second.weight", second->module()->weight, l2->weight, 1},
+                            {"second.bias", second->module()->bias, l2->bias, -1}};
+  for (const Expect& e : expects) {
+    const at::Tensor tp_piece = e.tp_dim < 0 ? e.whole.detach() : piece(e.whole.detach(), e.tp_dim, tp);
+    const at::Tensor want = piece(tp_piece, 0, dp);
+    check(e.mine.sizes() == want.sizes() && at::allclose(e.mine, want, 1e-9, 1e-12),
+          std::string("FSDP x TP: ") + e.what + " after three steps is the one-process model's, cut");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,6 +282,7 @@ int main(int argc, char** argv) {
       FullyShardOptions hsdp;
       hsdp.mesh = init_device_mesh("cpu", {2, 2}, {"replicate", "shard"});
       train("HSDP on a 2 x 2 mesh", hsdp, sgd(), 3, 1, 1e-5);
+      fsdp_with_tp();
     }
     state_dicts(flat);
     std::string error;
