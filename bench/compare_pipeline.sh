@@ -4,10 +4,12 @@
 # torch.distributed.pipelining over gloo (bench/python/pipeline_step.py),
 # the same MLP stack (8 x Linear(512, 512) + ReLU, cut evenly), batch 64,
 # one thread per rank, each launched by cohortrun, alternating, REPS
-# times; 2 and 4 stages (4 oversubscribe 2 cores), GPipe and 1F1B, 4, 8
-# and 16 microbatches. Prints a markdown table of medians: step time,
+# times; 2 and 4 ranks (4 oversubscribe 2 cores), GPipe and 1F1B (a
+# stage a rank) and Interleaved1F1B (two stages a rank), 4, 8 and 16
+# microbatches. Prints a markdown table of medians: step time,
 # throughput, cohort's over torch's, and cohort's measured bubble (the
-# largest over stages, and per stage) beside the theory (p-1)/(m+p-1).
+# largest over ranks, and per rank) beside the theory (p-1)/(m+p-1), or
+# (p-1)/(2m+p-1) interleaved.
 #
 #   bench/compare_pipeline.sh [REPS=3]
 set -euo pipefail
@@ -24,7 +26,7 @@ run_one() {
 }
 for ((rep = 0; rep < REPS; rep++)); do
   for p in 2 4; do
-    for s in gpipe 1f1b; do
+    for s in gpipe 1f1b interleaved; do
       for m in 4 8 16; do
         run_one "$p" build/bench/pipeline_bench --schedule "$s" --microbatches "$m"
         run_one "$p" bench/python/pipeline_step.py --backend gloo --schedule "$s" --microbatches "$m"

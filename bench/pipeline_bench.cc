@@ -1,14 +1,16 @@
 // pipeline_bench: a pipeline step's time and measured bubble per stage,
 // cohort's schedules (cohort/pipelining.h) on an MLP stack (LAYERS
-// Linear(WIDTH, WIDTH) + ReLU, cut evenly into one stage per rank), batch
-// BATCH cut into MICROBATCHES, SGD. Run under cohortrun (env://). The
-// bubble of a stage is the part of its step spent waiting for a peer
-// (receives and the end of its sends), measured by the schedule; the
-// theory for GPipe and 1F1B is (p - 1) / (m + p - 1). Prints, from rank 0:
+// Linear(WIDTH, WIDTH) + ReLU, cut evenly into one stage per rank, or two
+// per rank for interleaved), batch BATCH cut into MICROBATCHES, SGD. Run
+// under cohortrun (env://). The bubble of a rank is the part of its step
+// spent waiting for a peer (receives and the end of its sends), measured
+// by the schedule; the theory for GPipe and 1F1B is (p - 1) / (m + p - 1),
+// for interleaved with v stages a rank (p - 1) / (v m + p - 1). Prints,
+// from rank 0:
 //   pipeline_bench <schedule> stages=P microbatches=M step_ms=median
 //   samples_per_s=S bubble=max-over-stages theory=T
 //
-//   pipeline_bench [--schedule gpipe|1f1b] [--microbatches M] [--batch B]
+//   pipeline_bench [--schedule gpipe|1f1b|interleaved] [--microbatches M] [--batch B]
 //                  [--width W] [--layers L] [--steps N]
 #include <torch/torch.h>
 
@@ -50,27 +52,38 @@ int main(int argc, char** argv) {
     model->push_back(torch::nn::Linear(width, width));
     model->push_back(torch::nn::ReLU());
   }
+  const int per_rank = schedule_name == "interleaved" ? 2 : 1, stages = per_rank * p;
   std::vector<size_t> cuts;
-  for (int s = 1; s < p; ++s) cuts.push_back(static_cast<size_t>(2 * layers * s / p));
+  for (int s = 1; s < stages; ++s) cuts.push_back(static_cast<size_t>(2 * layers * s / stages));
   auto parts = split_sequential(model, cuts);
-  PipelineStage stage(parts[static_cast<size_t>(rank)], rank, p);
+  std::vector<std::unique_ptr<PipelineStage>> held_stages;
+  std::vector<PipelineStage*> pointers;
+  std::vector<at::Tensor> parameters;
+  for (int s = rank; s < stages; s += p) {
+    held_stages.push_back(std::make_unique<PipelineStage>(parts[static_cast<size_t>(s)], s, stages));
+    pointers.push_back(held_stages.back().get());
+    for (const auto& t : parts[static_cast<size_t>(s)]->parameters()) parameters.push_back(t);
+  }
   auto loss = [](const at::Tensor& out, const at::Tensor& target) { return torch::mse_loss(out, target); };
   std::unique_ptr<PipelineSchedule> schedule;
   if (schedule_name == "gpipe") {
-    schedule = std::make_unique<ScheduleGPipe>(stage, microbatches, loss);
+    schedule = std::make_unique<ScheduleGPipe>(*pointers[0], microbatches, loss);
+  } else if (schedule_name == "interleaved") {
+    schedule = std::make_unique<ScheduleInterleaved1F1B>(pointers, microbatches, loss);
   } else {
-    schedule = std::make_unique<Schedule1F1B>(stage, microbatches, loss);
+    schedule = std::make_unique<Schedule1F1B>(*pointers[0], microbatches, loss);
   }
-  torch::optim::SGD opt(parts[static_cast<size_t>(rank)]->parameters(), 0.01);
+  torch::optim::SGD opt(parameters, 0.01);
+  const bool holds_first = rank == 0, holds_last = rank == p - 1;
   const at::Tensor x = torch::randn({batch, width}), y = torch::randn({batch, width});
   std::vector<double> times, bubbles;
   for (int step = -3; step < steps; ++step) {
     opt.zero_grad();
     barrier();
-    if (stage.is_last()) {
-      schedule->step_last(y);
+    if (holds_last) {
+      schedule->step_last(y, holds_first ? x : at::Tensor());
     } else {
-      schedule->step(stage.is_first() ? x : at::Tensor());
+      schedule->step(holds_first ? x : at::Tensor());
     }
     opt.step();
     if (step < 0) continue;
@@ -95,7 +108,7 @@ int main(int argc, char** argv) {
       bubble = std::max(bubble, all[static_cast<size_t>(s)][1].item<double>());
       per_stage += (s ? "," : "") + std::to_string(all[static_cast<size_t>(s)][1].item<double>()).substr(0, 5);
     }
-    const double theory = static_cast<double>(p - 1) / (microbatches + p - 1);
+    const double theory = static_cast<double>(p - 1) / (per_rank * microbatches + p - 1);
     std::printf("pipeline_bench %s stages=%d microbatches=%d step_ms=%.2f samples_per_s=%.0f bubble=%.3f theory=%.3f "
                 "per_stage=%s\n",
                 schedule_name.c_str(), p, microbatches, step * 1e3, batch / step, bubble, theory, per_stage.c_str());

@@ -1,6 +1,7 @@
 # pipeline_step.py: torch 2.13's torch.distributed.pipelining on the MLP
 # stack of bench/pipeline_bench.cc (LAYERS Linear(WIDTH, WIDTH) + ReLU,
-# cut evenly into one stage per rank), batch BATCH in MICROBATCHES, SGD,
+# cut evenly into one stage per rank, two per rank for "interleaved":
+# stages r and r + P on rank r), batch BATCH in MICROBATCHES, SGD,
 # over "gloo" or "cohort", one thread per rank. Run it under cohortrun or
 # torch.distributed.run (env://). Prints from rank 0, as pipeline_bench:
 #   pipeline_bench torch-<backend>-<schedule> stages=P microbatches=M step_ms=median samples_per_s=S
@@ -16,7 +17,7 @@ import torch.nn as nn
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--backend", default="gloo", choices=["gloo", "cohort"])
-    p.add_argument("--schedule", default="1f1b", choices=["gpipe", "1f1b"])
+    p.add_argument("--schedule", default="1f1b", choices=["gpipe", "1f1b", "interleaved"])
     p.add_argument("--microbatches", type=int, default=8)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--width", type=int, default=512)
@@ -27,19 +28,24 @@ def main():
     if a.backend == "cohort":
         import cohort_torch  # noqa: F401  (registers the backend)
     dist.init_process_group(a.backend)
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
     world, rank = dist.get_world_size(), dist.get_rank()
     torch.manual_seed(0)
     layers = []
     for _ in range(a.layers):
         layers += [nn.Linear(a.width, a.width), nn.ReLU()]
-    cuts = [0] + [2 * a.layers * s // world for s in range(1, world)] + [2 * a.layers]
-    part = nn.Sequential(*layers[cuts[rank]:cuts[rank + 1]])
-    stage = PipelineStage(part, rank, world, torch.device("cpu"))
-    kind = ScheduleGPipe if a.schedule == "gpipe" else Schedule1F1B
-    schedule = kind(stage, a.microbatches, loss_fn=nn.functional.mse_loss)
-    opt = torch.optim.SGD(part.parameters(), lr=0.01)
+    per_rank = 2 if a.schedule == "interleaved" else 1
+    stages = per_rank * world
+    cuts = [0] + [2 * a.layers * s // stages for s in range(1, stages)] + [2 * a.layers]
+    parts = [nn.Sequential(*layers[cuts[s]:cuts[s + 1]]) for s in range(rank, stages, world)]
+    held = [PipelineStage(part, s, stages, torch.device("cpu")) for part, s in zip(parts, range(rank, stages, world))]
+    if a.schedule == "interleaved":
+        schedule = ScheduleInterleaved1F1B(held, a.microbatches, loss_fn=nn.functional.mse_loss)
+    else:
+        kind = ScheduleGPipe if a.schedule == "gpipe" else Schedule1F1B
+        schedule = kind(held[0], a.microbatches, loss_fn=nn.functional.mse_loss)
+    opt = torch.optim.SGD([t for part in parts for t in part.parameters()], lr=0.01)
     x, y = torch.randn(a.batch, a.width), torch.randn(a.batch, a.width)
     times = []
     for step in range(-3, a.steps):

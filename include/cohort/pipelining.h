@@ -21,7 +21,8 @@
 // Schedules (torch's definitions): GPipe runs every forward, then every
 // backward; 1F1B runs (stages - stage - 1) forwards, then alternates one
 // forward with one backward, then the remaining backwards, so a stage
-// holds at most (stages - stage) microbatches' activations. A peer stage
+// holds at most (stages - stage) microbatches' activations;
+// Interleaved1F1B does the same over several stages per rank (below). A peer stage
 // that fails (its process killed, or an error that ends its group) makes
 // every stage waiting for it raise, naming the stage and its rank.
 #pragma once
@@ -42,9 +43,11 @@ namespace cohort {
 std::vector<torch::nn::Sequential> split_sequential(const torch::nn::Sequential& model,
                                                     const std::vector<size_t>& cut_points);
 
-// PipelineStage is this rank's part of the model: stage `stage_index` of
-// `num_stages`, the stage of rank `stage_index` of `group` (nullptr: the
-// default group, whose size must be num_stages).
+// PipelineStage is a part of the model on this rank: stage `stage_index`
+// of `num_stages`. Stage s runs on rank s mod P of `group` (nullptr: the
+// default group) of P ranks: one stage per rank when num_stages is P; with
+// num_stages = v P each rank holds v stages (s, s + P, ...), for
+// ScheduleInterleaved1F1B.
 class PipelineStage {
  public:
   PipelineStage(torch::nn::Sequential submodule, int stage_index, int num_stages, GroupPtr group = nullptr);
@@ -55,6 +58,8 @@ class PipelineStage {
   bool is_last() const { return stage_index_ == num_stages_ - 1; }
   torch::nn::Sequential& submodule() { return submodule_; }
   const GroupPtr& group() const { return group_; }
+  // rank_of: the rank of the group that runs stage `stage`.
+  int rank_of(int stage) const { return stage % group_->size(); }
 
  private:
   torch::nn::Sequential submodule_;
@@ -68,6 +73,8 @@ using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tens
 class PipelineSchedule {
  public:
   PipelineSchedule(PipelineStage& stage, int n_microbatches, LossFn loss_fn);
+  // Several stages of this rank, in ascending order (interleaved schedules).
+  PipelineSchedule(std::vector<PipelineStage*> stages, int n_microbatches, LossFn loss_fn);
   virtual ~PipelineSchedule();
 
   // step: the first stage gives the whole batch (cut along dimension 0
@@ -83,21 +90,26 @@ class PipelineSchedule {
   double last_wait_seconds() const { return wait_seconds_; }
 
  protected:
-  // One action of a schedule: microbatch `mb`'s forward or backward.
+  // One action of a schedule: microbatch `mb`'s forward or backward, on
+  // this rank's stage number `stage` (0 with one stage per rank).
   struct Action {
     bool forward;
     int mb;
+    int stage = 0;
   };
   // order is the schedule's actions on this stage, in order.
   virtual std::vector<Action> order() const = 0;
-  PipelineStage& stage_;
+  std::vector<PipelineStage*> stages_;
+  PipelineStage& stage_;  // the first of stages_
   int n_microbatches_;
 
  private:
   class Runner;
   std::vector<at::Tensor> run(const at::Tensor& input, const at::Tensor& target);
+  bool holds_first() const { return stages_.front()->is_first(); }
+  bool holds_last() const { return stages_.back()->is_last(); }
   LossFn loss_fn_;
-  std::unique_ptr<Runner> runner_;
+  std::vector<std::unique_ptr<Runner>> runners_;  // one per stage
   double step_seconds_ = 0, wait_seconds_ = 0;
 };
 
@@ -112,6 +124,23 @@ class ScheduleGPipe : public PipelineSchedule {
 class Schedule1F1B : public PipelineSchedule {
  public:
   using PipelineSchedule::PipelineSchedule;
+
+ protected:
+  std::vector<Action> order() const override;
+};
+
+// ScheduleInterleaved1F1B: torch's interleaved 1F1B (Megatron-LM's): each
+// rank holds v stages (stage_index r, r + P, ..., for v P stages), and runs
+// them in torch's order: a warm-up of (v - 1) P + 2 (P - 1 - r) forwards,
+// then one forward and one backward alternately, then the remaining
+// backwards; a forward's stage moves to the rank's next stage every P
+// forwards, a backward's to the previous one every P backwards. The
+// bubble shrinks by v against 1F1B: (P - 1) / (v m + P - 1). The number of
+// microbatches must be a multiple of P (as torch's first version asked).
+// step() on rank 0 gives the batch, step_last() on rank P - 1 the targets.
+class ScheduleInterleaved1F1B : public PipelineSchedule {
+ public:
+  ScheduleInterleaved1F1B(std::vector<PipelineStage*> stages, int n_microbatches, LossFn loss_fn);
 
  protected:
   std::vector<Action> order() const override;

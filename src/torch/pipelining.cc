@@ -6,10 +6,14 @@
 // never waits for a send, which keeps 1F1B free of deadlock) or, on the
 // last stage, takes the loss. A backward runs autograd from the loss (the
 // last stage, scaled by 1/microbatches) or from the gradient received from
-// the stage after, and sends its input's gradient back. Activations go
-// with tag 2 mb, gradients with 2 mb + 1, shapes once with kShapeTag.
+// the stage after, and sends its input's gradient back. With several
+// stages per rank, two ranks carry messages of several pairs of stages: an
+// activation into stage s of microbatch mb goes with tag 2 (mb S + s) (S
+// stages), the gradient back out of stage s with that tag + 1, the shape
+// of what enters stage s once with kShapeTag - s.
 #include "cohort/pipelining.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -59,13 +63,15 @@ PipelineStage::PipelineStage(torch::nn::Sequential submodule, int stage_index, i
     throw InvalidArgument("PipelineStage: stage " + std::to_string(stage_index) + " of " +
                           std::to_string(num_stages) + " does not exist");
   }
-  if (group_->size() != num_stages) {
+  if (num_stages % group_->size() != 0) {
     throw InvalidArgument("PipelineStage: " + std::to_string(num_stages) + " stages on a group of " +
-                          std::to_string(group_->size()) + " ranks; one stage per rank");
+                          std::to_string(group_->size()) +
+                          " ranks; one stage per rank, or the same number of stages on every rank");
   }
-  if (group_->rank() != stage_index) {
+  if (group_->rank() != rank_of(stage_index)) {
     throw InvalidArgument("PipelineStage: rank " + std::to_string(group_->rank()) + " of the group builds stage " +
-                          std::to_string(stage_index) + "; stage i runs on rank i");
+                          std::to_string(stage_index) + "; stage s runs on rank s mod " +
+                          std::to_string(group_->size()) + " (rank " + std::to_string(rank_of(stage_index)) + ")");
   }
 }
 
@@ -76,23 +82,27 @@ class PipelineSchedule::Runner {
   explicit Runner(PipelineStage& stage) : stage_(stage) {}
 
   // Peers' messages, each wait timed and its failure named by stage.
-  at::Tensor receive(int from, int tag, const std::vector<int64_t>& sizes, at::ScalarType type, const char* what,
-                     int mb, double* waited) {
+  at::Tensor receive(int from_stage, int tag, const std::vector<int64_t>& sizes, at::ScalarType type,
+                     const char* what, int mb, double* waited) {
     at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type));
+    const int from = stage_.rank_of(from_stage);
     const auto start = Clock::now();
     try {
       recv(t, from, stage_.group(), tag);
     } catch (const Error& e) {
       throw Error(where() + ": receiving the " + what + " of microbatch " + std::to_string(mb) + " from stage " +
-                  std::to_string(from) + " (rank " + std::to_string(from) + ") failed: " + e.what());
+                  std::to_string(from_stage) + " (rank " + std::to_string(from) + ") failed: " + e.what());
     }
     *waited += std::chrono::duration<double>(Clock::now() - start).count();
     return t;
   }
-  void send_on(const at::Tensor& t, int to, int tag) {
+  void send_on(const at::Tensor& t, int to_stage, int tag) {
     at::Tensor held = t.contiguous();
-    sends_.push_back({isend(held, to, stage_.group(), tag), held});
+    sends_.push_back({isend(held, stage_.rank_of(to_stage), stage_.group(), tag), held});
   }
+  // tag_into: the tag of microbatch mb's activation into stage `stage`
+  // (+ 1: the gradient back out of it).
+  int tag_into(int stage, int mb) const { return 2 * (mb * stage_.num_stages() + stage); }
   void finish_sends(double* waited) {
     const auto start = Clock::now();
     for (auto& [work, tensor] : sends_) {
@@ -112,12 +122,14 @@ class PipelineSchedule::Runner {
     const int from = stage_.stage_index() - 1;
     auto known = in_shapes_.find(mb);
     if (known == in_shapes_.end()) {
-      at::Tensor header = receive(from, kShapeTag, {kMaxDims + 2}, at::kLong, "shape", mb, waited);
+      at::Tensor header =
+          receive(from, kShapeTag - stage_.stage_index(), {kMaxDims + 2}, at::kLong, "shape", mb, waited);
       const int64_t* h = header.data_ptr<int64_t>();
       known = in_shapes_.emplace(mb, std::make_pair(std::vector<int64_t>(h + 2, h + 2 + h[0]),
                                                     static_cast<at::ScalarType>(h[1]))).first;
     }
-    return receive(from, 2 * mb, known->second.first, known->second.second, "activation", mb, waited);
+    return receive(from, tag_into(stage_.stage_index(), mb), known->second.first, known->second.second,
+                   "activation", mb, waited);
   }
   void send_activation(const at::Tensor& out, int mb) {
     const int to = stage_.stage_index() + 1;
@@ -132,14 +144,14 @@ class PipelineSchedule::Runner {
       h[0] = out.dim();
       h[1] = static_cast<int64_t>(out.scalar_type());
       for (int64_t d = 0; d < out.dim(); ++d) h[2 + d] = out.size(d);
-      send_on(header, to, kShapeTag);
+      send_on(header, to, kShapeTag - to);
       out_shapes_.emplace(mb, std::vector<int64_t>(out.sizes().begin(), out.sizes().end()));
     } else if (known->second != out.sizes().vec()) {
       throw InvalidArgument(where() + ": microbatch " + std::to_string(mb) + "'s activation is " +
                             shape_text(out.sizes()) + " but was " + shape_text(known->second) +
                             " at the first step; stages exchange shapes once");
     }
-    send_on(out.detach(), to, 2 * mb);
+    send_on(out.detach(), to, tag_into(to, mb));
   }
 
   std::string where() const {
@@ -152,85 +164,118 @@ class PipelineSchedule::Runner {
   std::vector<std::pair<std::shared_ptr<Work>, at::Tensor>> sends_;
 };
 
+namespace {
+
+std::vector<PipelineStage*> checked_stages(std::vector<PipelineStage*> stages) {
+  if (stages.empty() || std::find(stages.begin(), stages.end(), nullptr) != stages.end()) {
+    throw InvalidArgument("pipeline schedule: no stage given");
+  }
+  for (size_t i = 1; i < stages.size(); ++i) {
+    if (stages[i]->num_stages() != stages[0]->num_stages() || stages[i]->group() != stages[0]->group() ||
+        stages[i]->stage_index() <= stages[i - 1]->stage_index()) {
+      throw InvalidArgument("pipeline schedule: a rank's stages must be of one pipeline, in ascending order "
+                            "(got stage " + std::to_string(stages[i]->stage_index()) + " after " +
+                            std::to_string(stages[i - 1]->stage_index()) + ")");
+    }
+  }
+  return stages;
+}
+
+}  // namespace
+
 PipelineSchedule::PipelineSchedule(PipelineStage& stage, int n_microbatches, LossFn loss_fn)
-    : stage_(stage),
+    : PipelineSchedule(std::vector<PipelineStage*>{&stage}, n_microbatches, std::move(loss_fn)) {}
+
+PipelineSchedule::PipelineSchedule(std::vector<PipelineStage*> stages, int n_microbatches, LossFn loss_fn)
+    : stages_(checked_stages(std::move(stages))),
+      stage_(*stages_.front()),
       n_microbatches_(n_microbatches),
-      loss_fn_(std::move(loss_fn)),
-      runner_(std::make_unique<Runner>(stage)) {
+      loss_fn_(std::move(loss_fn)) {
+  for (PipelineStage* s : stages_) runners_.push_back(std::make_unique<Runner>(*s));
   if (n_microbatches < 1) {
     throw InvalidArgument("pipeline schedule: " + std::to_string(n_microbatches) + " microbatches; at least 1");
   }
-  if (stage.is_last() && !loss_fn_) throw InvalidArgument("pipeline schedule: the last stage needs a loss function");
+  if (holds_last() && !loss_fn_) throw InvalidArgument("pipeline schedule: the last stage needs a loss function");
 }
 
 PipelineSchedule::~PipelineSchedule() = default;
 
 void PipelineSchedule::step(const at::Tensor& input) {
-  if (stage_.is_last()) {
-    throw InvalidArgument(runner_->where() + " is the last: call step_last(target) there");
+  if (holds_last()) {
+    throw InvalidArgument(runners_.back()->where() + " is the last: call step_last(target) there");
   }
   run(input, at::Tensor());
 }
 
 std::vector<at::Tensor> PipelineSchedule::step_last(const at::Tensor& target, const at::Tensor& input) {
-  if (!stage_.is_last()) throw InvalidArgument(runner_->where() + " is not the last: call step() there");
+  if (!holds_last()) throw InvalidArgument(runners_.back()->where() + " is not the last: call step() there");
   return run(input, target);
 }
 
 std::vector<at::Tensor> PipelineSchedule::run(const at::Tensor& input, const at::Tensor& target) {
-  Runner& r = *runner_;
   const int m = n_microbatches_;
-  const bool first = stage_.is_first(), last = stage_.is_last();
-  auto cut = [&](const at::Tensor& t, const char* what) {
+  const bool first = holds_first(), last = holds_last();
+  auto cut = [&](const at::Tensor& t, const char* what, const Runner& r) {
     if (!t.defined() || t.dim() == 0 || t.size(0) < m) {
       throw InvalidArgument(r.where() + ": the " + std::string(what) + " must have at least " + std::to_string(m) +
                             " rows along dimension 0 to cut into " + std::to_string(m) + " microbatches");
     }
     return t.tensor_split(m, 0);
   };
-  const std::vector<at::Tensor> inputs = first ? cut(input, "input") : std::vector<at::Tensor>{};
-  const std::vector<at::Tensor> targets = last ? cut(target, "target") : std::vector<at::Tensor>{};
-  if (!first && input.defined()) throw InvalidArgument(r.where() + " is not the first: it takes no input");
+  const std::vector<at::Tensor> inputs = first ? cut(input, "input", *runners_.front()) : std::vector<at::Tensor>{};
+  const std::vector<at::Tensor> targets = last ? cut(target, "target", *runners_.back()) : std::vector<at::Tensor>{};
+  if (!first && input.defined()) {
+    throw InvalidArgument(runners_.front()->where() + " is not the first: it takes no input");
+  }
 
-  std::vector<at::Tensor> ins(static_cast<size_t>(m)), outs(static_cast<size_t>(m)), losses(static_cast<size_t>(m));
+  // What each of this rank's stages holds between a microbatch's forward
+  // and its backward.
+  struct Held {
+    std::vector<at::Tensor> ins, outs, losses;
+  };
+  std::vector<Held> held(stages_.size());
+  for (Held& h : held) h.ins = h.outs = h.losses = std::vector<at::Tensor>(static_cast<size_t>(m));
   double waited = 0;
   const auto start = Clock::now();
   for (const Action& a : order()) {
+    PipelineStage& stage = *stages_[static_cast<size_t>(a.stage)];
+    Runner& r = *runners_[static_cast<size_t>(a.stage)];
+    Held& h = held[static_cast<size_t>(a.stage)];
     const auto mb = static_cast<size_t>(a.mb);
     if (a.forward) {
-      at::Tensor x = first ? inputs[mb] : r.receive_activation(a.mb, &waited).requires_grad_();
-      ins[mb] = x;
-      at::Tensor out = stage_.submodule()->forward(x);
-      if (last) {
-        losses[mb] = loss_fn_(out, targets[mb]);
+      at::Tensor x = stage.is_first() ? inputs[mb] : r.receive_activation(a.mb, &waited).requires_grad_();
+      h.ins[mb] = x;
+      at::Tensor out = stage.submodule()->forward(x);
+      if (stage.is_last()) {
+        h.losses[mb] = loss_fn_(out, targets[mb]);
       } else {
         r.send_activation(out, a.mb);
-        outs[mb] = out;
+        h.outs[mb] = out;
       }
     } else {
-      if (last) {
-        (losses[mb] / static_cast<double>(m)).backward();
-        losses[mb] = losses[mb].detach();
+      if (stage.is_last()) {
+        (h.losses[mb] / static_cast<double>(m)).backward();
+        h.losses[mb] = h.losses[mb].detach();
       } else {
-        const at::Tensor& out = outs[mb];
-        at::Tensor grad =
-            r.receive(stage_.stage_index() + 1, 2 * a.mb + 1, out.sizes().vec(), out.scalar_type(), "gradient", a.mb,
-                      &waited);
+        const at::Tensor& out = h.outs[mb];
+        const int next = stage.stage_index() + 1;
+        at::Tensor grad = r.receive(next, r.tag_into(next, a.mb) + 1, out.sizes().vec(), out.scalar_type(),
+                                    "gradient", a.mb, &waited);
         // A first stage without parameters (a cut right after a Flatten)
         // has an output that needs no gradient: nothing to run backward on.
         if (out.requires_grad()) out.backward(grad);
-        outs[mb] = at::Tensor();
+        h.outs[mb] = at::Tensor();
       }
-      if (!first) {
-        r.send_on(ins[mb].grad(), stage_.stage_index() - 1, 2 * a.mb + 1);
+      if (!stage.is_first()) {
+        r.send_on(h.ins[mb].grad(), stage.stage_index() - 1, r.tag_into(stage.stage_index(), a.mb) + 1);
       }
-      ins[mb] = at::Tensor();
+      h.ins[mb] = at::Tensor();
     }
   }
-  r.finish_sends(&waited);
+  for (auto& r : runners_) r->finish_sends(&waited);
   step_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   wait_seconds_ = waited;
-  return last ? losses : std::vector<at::Tensor>{};
+  return last ? held.back().losses : std::vector<at::Tensor>{};
 }
 
 std::vector<PipelineSchedule::Action> ScheduleGPipe::order() const {
@@ -250,6 +295,49 @@ std::vector<PipelineSchedule::Action> Schedule1F1B::order() const {
     actions.push_back({false, i});
   }
   for (int mb = m - warmup; mb < m; ++mb) actions.push_back({false, mb});
+  return actions;
+}
+
+ScheduleInterleaved1F1B::ScheduleInterleaved1F1B(std::vector<PipelineStage*> stages, int n_microbatches,
+                                                 LossFn loss_fn)
+    : PipelineSchedule(std::move(stages), n_microbatches, std::move(loss_fn)) {
+  const int ranks = stage_.group()->size(), v = static_cast<int>(stages_.size());
+  if (stage_.num_stages() != v * ranks) {
+    throw InvalidArgument("ScheduleInterleaved1F1B: this rank gives " + std::to_string(v) + " of its stages; " +
+                          std::to_string(stage_.num_stages()) + " stages over " + std::to_string(ranks) +
+                          " ranks make " + std::to_string(stage_.num_stages() / ranks) + " a rank");
+  }
+  if (n_microbatches % ranks != 0) {
+    throw InvalidArgument("ScheduleInterleaved1F1B: " + std::to_string(n_microbatches) +
+                          " microbatches; it needs a multiple of the " + std::to_string(ranks) + " ranks");
+  }
+}
+
+std::vector<PipelineSchedule::Action> ScheduleInterleaved1F1B::order() const {
+  // torch's _get_1f1b_rank_ops with rounds of P microbatches: op k's
+  // forward is on the rank's stage (k / P) mod v, its backward (counted
+  // from the end of the warm-up) on stage v - 1 - ((k - warmup) / P) mod v;
+  // each stage takes its microbatches in order.
+  const int ranks = stage_.group()->size(), rank = stage_.group()->rank();
+  const int v = static_cast<int>(stages_.size()), total = n_microbatches_ * v;
+  const int warmup = std::min((v - 1) * ranks + 2 * (ranks - 1 - rank), total);
+  const int steady = total - warmup;
+  std::vector<int> next_forward(static_cast<size_t>(v), 0), next_backward(static_cast<size_t>(v), 0);
+  std::vector<Action> actions;
+  auto forward = [&](int op) {
+    const int s = (op / ranks) % v;
+    actions.push_back({true, next_forward[static_cast<size_t>(s)]++, s});
+  };
+  auto backward = [&](int op) {
+    const int s = v - 1 - ((op - warmup) / ranks) % v;
+    actions.push_back({false, next_backward[static_cast<size_t>(s)]++, s});
+  };
+  for (int op = 0; op < warmup; ++op) forward(op);
+  for (int op = warmup; op < warmup + steady; ++op) {
+    forward(op);
+    backward(op);
+  }
+  for (int op = warmup + steady; op < warmup + steady + warmup; ++op) backward(op);
   return actions;
 }
 

@@ -30,6 +30,13 @@ TEST(Pipeline, OneFOneBAtTwoAndFourStagesIsTheWholeModel) {
   run_pipeline(4, "1f1b", 2);  // fewer microbatches than stages
 }
 
+TEST(Pipeline, Interleaved1F1BWithTwoStagesARankIsTheWholeModel) {
+  run_pipeline(2, "interleaved", 4);  // 4 stages: 0 and 2 on rank 0, 1 and 3 on rank 1
+  run_pipeline(2, "interleaved", 8);
+  run_pipeline(4, "interleaved", 8);  // 8 stages
+  run_pipeline(4, "interleaved", 4);
+}
+
 // Every survivor raises (none hangs), naming its own stage and, through
 // the transport's failure relay, the killed stage's rank.
 TEST(Pipeline, AStageKilledMidStepFailsEveryOtherStageNamingIt) {

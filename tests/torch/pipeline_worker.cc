@@ -1,12 +1,14 @@
 // pipeline_worker: one rank of tests/torch/pipeline_process_test.cc,
-// joined by env:// (2 or 4 ranks, one stage each). Argument: the schedule
-// ("gpipe" or "1f1b") and the number of microbatches; or "kill": stage 1
-// of 4 kills itself (SIGKILL) in the middle of the second step.
-// A 7-entry MLP cut into as many stages as ranks trains two SGD steps on
-// a batch of 8; every stage checks its loss (the last), its parameters'
-// gradients and its parameters after each step against the whole model
-// run in this one process on the same microbatches. Prints "rank R ok:
-// ..." and exits 0, or says what was wrong and exits 1.
+// joined by env:// (2 or 4 ranks). Argument: the schedule ("gpipe" or
+// "1f1b", one stage a rank; "interleaved", two stages a rank) and the
+// number of microbatches; or "kill": stage 1 of 4 kills itself (SIGKILL)
+// in the middle of the second step.
+// An MLP (7 entries, 15 for 8 stages) cut into its stages trains two SGD
+// steps on a batch of 8; every rank checks its loss (the last), its
+// stages' parameters' gradients and their parameters after each step
+// against the whole model run in this one process on the same
+// microbatches. Prints "rank R ok: ..." and exits 0, or says what was
+// wrong and exits 1.
 #include <signal.h>
 #include <torch/torch.h>
 
@@ -24,16 +26,30 @@ using cohort::testing::check;
 
 namespace {
 
-torch::nn::Sequential whole_model() {
+// whole_model: Linear(6, 8), then (Tanh, Linear(8, 8)) `hidden` times,
+// then Tanh, Linear(8, 4): 7 entries with 2 hidden, 15 with 6.
+torch::nn::Sequential whole_model(int hidden = 2) {
   torch::manual_seed(21);
-  torch::nn::Sequential model(torch::nn::Linear(6, 8), torch::nn::Tanh(), torch::nn::Linear(8, 8), torch::nn::Tanh(),
-                              torch::nn::Linear(8, 8), torch::nn::Tanh(), torch::nn::Linear(8, 4));
+  torch::nn::Sequential model(torch::nn::Linear(6, 8));
+  for (int i = 0; i < hidden; ++i) {
+    model->push_back(torch::nn::Tanh());
+    model->push_back(torch::nn::Linear(8, 8));
+  }
+  model->push_back(torch::nn::Tanh());
+  model->push_back(torch::nn::Linear(8, 4));
   model->to(at::kDouble);
   return model;
 }
 
+int hidden_for(int stages) { return stages > 4 ? 6 : 2; }
+
+// cuts_for: every stage starts with a Linear (7 entries: 2 or 4 stages;
+// 15 entries: 8 stages).
 std::vector<size_t> cuts_for(int stages) {
-  return stages == 2 ? std::vector<size_t>{4} : stages == 4 ? std::vector<size_t>{2, 4, 6} : std::vector<size_t>{};
+  if (stages == 2) return {4};
+  if (stages == 4) return {2, 4, 6};
+  if (stages == 8) return {2, 4, 6, 8, 10, 12, 14};
+  return {};
 }
 
 bool close(const at::Tensor& a, const at::Tensor& b) {
@@ -56,17 +72,30 @@ TORCH_MODULE(Die);
 
 void train(const std::string& kind, int m) {
   const int world = get_world_size(), rank = get_rank();
-  torch::nn::Sequential model = whole_model(), reference = whole_model();
-  const auto parts = split_sequential(model, cuts_for(world));
-  const auto reference_parts = split_sequential(reference, cuts_for(world));
-  PipelineStage stage(parts[static_cast<size_t>(rank)], rank, world);
+  const int per_rank = kind == "interleaved" ? 2 : 1, stages = per_rank * world;
+  torch::nn::Sequential model = whole_model(hidden_for(stages)), reference = whole_model(hidden_for(stages));
+  const auto parts = split_sequential(model, cuts_for(stages));
+  const auto reference_parts = split_sequential(reference, cuts_for(stages));
+  // This rank's stages: rank, rank + world, ...
+  std::vector<std::unique_ptr<PipelineStage>> mine_stages;
+  std::vector<PipelineStage*> stage_pointers;
+  std::vector<at::Tensor> mine, theirs;
+  for (int s = rank; s < stages; s += world) {
+    mine_stages.push_back(std::make_unique<PipelineStage>(parts[static_cast<size_t>(s)], s, stages));
+    stage_pointers.push_back(mine_stages.back().get());
+    for (const auto& p : parts[static_cast<size_t>(s)]->parameters()) mine.push_back(p);
+    for (const auto& p : reference_parts[static_cast<size_t>(s)]->parameters()) theirs.push_back(p);
+  }
+  const bool holds_first = rank == 0, holds_last = rank == world - 1;
   std::unique_ptr<PipelineSchedule> schedule;
   if (kind == "gpipe") {
-    schedule = std::make_unique<ScheduleGPipe>(stage, m, mse);
+    schedule = std::make_unique<ScheduleGPipe>(*stage_pointers[0], m, mse);
+  } else if (kind == "1f1b") {
+    schedule = std::make_unique<Schedule1F1B>(*stage_pointers[0], m, mse);
   } else {
-    schedule = std::make_unique<Schedule1F1B>(stage, m, mse);
+    schedule = std::make_unique<ScheduleInterleaved1F1B>(stage_pointers, m, mse);
   }
-  torch::optim::SGD opt(parts[static_cast<size_t>(rank)]->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD opt(mine, torch::optim::SGDOptions(0.1).momentum(0.9));
   torch::optim::SGD opt_reference(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   torch::manual_seed(5);
   for (int step = 0; step < 2; ++step) {
@@ -83,21 +112,20 @@ void train(const std::string& kind, int m) {
     }
     (total / m).backward();
     std::vector<at::Tensor> losses;
-    if (stage.is_last()) {
-      losses = schedule->step_last(y);
+    if (holds_last) {
+      losses = schedule->step_last(y, holds_first ? x : at::Tensor());
     } else {
-      schedule->step(stage.is_first() ? x : at::Tensor());
+      schedule->step(holds_first ? x : at::Tensor());
     }
     const std::string when = kind + ", " + std::to_string(m) + " microbatches, step " + std::to_string(step);
-    if (stage.is_last()) {
+    if (holds_last) {
       check(losses.size() == static_cast<size_t>(m), when + ": a loss per microbatch");
       for (int i = 0; i < m && i < static_cast<int>(losses.size()); ++i) {
         check(close(losses[static_cast<size_t>(i)], want_losses[static_cast<size_t>(i)]),
               when + ": loss of microbatch " + std::to_string(i));
       }
     }
-    const auto mine = parts[static_cast<size_t>(rank)]->parameters(),
-               theirs = reference_parts[static_cast<size_t>(rank)]->parameters();
+    check(!mine.empty(), when + ": this rank holds parameters");
     for (size_t i = 0; i < mine.size(); ++i) {
       check(close(mine[i].grad(), theirs[i].grad()), when + ": gradient of parameter " + std::to_string(i));
     }
