@@ -28,6 +28,7 @@ TEST(Pipeline, OneFOneBAtTwoAndFourStagesIsTheWholeModel) {
   run_pipeline(2, "1f1b", 4);
   run_pipeline(4, "1f1b", 8);
   run_pipeline(4, "1f1b", 2);  // fewer microbatches than stages
+  run_pipeline(2, "1f1b-user", 4);  // each stage a user module
 }
 
 TEST(Pipeline, Interleaved1F1BWithTwoStagesARankIsTheWholeModel) {

@@ -1,6 +1,7 @@
 // pipeline_worker: one rank of tests/torch/pipeline_process_test.cc,
 // joined by env:// (2 or 4 ranks). Argument: the schedule ("gpipe" or
-// "1f1b", one stage a rank; "interleaved", two stages a rank) and the
+// "1f1b", one stage a rank; "1f1b-user", the same with each stage a user
+// module; "interleaved", two stages a rank) and the
 // number of microbatches; or "kill": stage 1 of 4 kills itself (SIGKILL)
 // in the middle of the second step.
 // An MLP (7 entries, 15 for 8 stages) cut into its stages trains two SGD
@@ -60,6 +61,16 @@ at::Tensor mse(const at::Tensor& out, const at::Tensor& target) {
   return torch::mse_loss(out, target);
 }
 
+// UserStage: a stage written as a user module (its own forward over its
+// own members) rather than a cut of a Sequential; a PipelineStage takes it
+// as the one entry of a Sequential.
+struct UserStageImpl : torch::nn::Module {
+  explicit UserStageImpl(torch::nn::Sequential layers) : layers_(register_module("layers", std::move(layers))) {}
+  at::Tensor forward(const at::Tensor& x) { return layers_->forward(x); }
+  torch::nn::Sequential layers_;
+};
+TORCH_MODULE(UserStage);
+
 // A stage that kills its own process in the middle of its forward.
 struct DieImpl : torch::nn::Module {
   bool armed = false;
@@ -73,6 +84,7 @@ TORCH_MODULE(Die);
 void train(const std::string& kind, int m) {
   const int world = get_world_size(), rank = get_rank();
   const int per_rank = kind == "interleaved" ? 2 : 1, stages = per_rank * world;
+  const bool user_modules = kind == "1f1b-user";
   torch::nn::Sequential model = whole_model(hidden_for(stages)), reference = whole_model(hidden_for(stages));
   const auto parts = split_sequential(model, cuts_for(stages));
   const auto reference_parts = split_sequential(reference, cuts_for(stages));
@@ -81,7 +93,9 @@ void train(const std::string& kind, int m) {
   std::vector<PipelineStage*> stage_pointers;
   std::vector<at::Tensor> mine, theirs;
   for (int s = rank; s < stages; s += world) {
-    mine_stages.push_back(std::make_unique<PipelineStage>(parts[static_cast<size_t>(s)], s, stages));
+    torch::nn::Sequential module =
+        user_modules ? torch::nn::Sequential(UserStage(parts[static_cast<size_t>(s)])) : parts[static_cast<size_t>(s)];
+    mine_stages.push_back(std::make_unique<PipelineStage>(module, s, stages));
     stage_pointers.push_back(mine_stages.back().get());
     for (const auto& p : parts[static_cast<size_t>(s)]->parameters()) mine.push_back(p);
     for (const auto& p : reference_parts[static_cast<size_t>(s)]->parameters()) theirs.push_back(p);
@@ -90,7 +104,7 @@ void train(const std::string& kind, int m) {
   std::unique_ptr<PipelineSchedule> schedule;
   if (kind == "gpipe") {
     schedule = std::make_unique<ScheduleGPipe>(*stage_pointers[0], m, mse);
-  } else if (kind == "1f1b") {
+  } else if (kind == "1f1b" || user_modules) {
     schedule = std::make_unique<Schedule1F1B>(*stage_pointers[0], m, mse);
   } else {
     schedule = std::make_unique<ScheduleInterleaved1F1B>(stage_pointers, m, mse);
