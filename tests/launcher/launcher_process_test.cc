@@ -385,13 +385,17 @@ TEST(LauncherTest, TwoJobsStartedTogetherOnOneMasterPortNeverMix) {
   // port and that job runs; the other's rank 0 cannot listen, and its rank
   // 1, should it reach the first job's store, is refused there naming both
   // jobs (each launcher names its job). No worker runs in the other's job.
+  // The workers run 30 steps of 100 ms: the job that wins holds the port
+  // for 3 s, so the two overlap however slowly the other starts (with one
+  // short step, a job under ASan could finish and free the port before
+  // the other had started, and both then ran, one after the other).
   const std::string port = std::to_string(testing::free_port());
   auto job = [&] {
     return std::make_unique<Subprocess>(std::vector<std::string>{
         "/bin/sh", "-c",
         "exec env COHORT_LAUNCHER_STOP_TIMEOUT_S=2 " + binary_path("tools/cohortrun") +
             " --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " + port + " " +
-            binary_path("tests/launch_worker") + " pg 2>&1"});
+            binary_path("tests/launch_worker") + " steps 30 2>&1"});
   };
   auto a = job();
   auto b = job();
