@@ -89,7 +89,6 @@ class PipelineSchedule {
   double last_step_seconds() const { return step_seconds_; }
   double last_wait_seconds() const { return wait_seconds_; }
 
- protected:
   // One action of a schedule: microbatch `mb`'s forward or backward, on
   // this rank's stage number `stage` (0 with one stage per rank).
   struct Action {
@@ -97,6 +96,8 @@ class PipelineSchedule {
     int mb;
     int stage = 0;
   };
+
+ protected:
   // order is the schedule's actions on this stage, in order.
   virtual std::vector<Action> order() const = 0;
   std::vector<PipelineStage*> stages_;
@@ -131,16 +132,23 @@ class Schedule1F1B : public PipelineSchedule {
 
 // ScheduleInterleaved1F1B: torch's interleaved 1F1B (Megatron-LM's): each
 // rank holds v stages (stage_index r, r + P, ..., for v P stages), and runs
-// them in torch's order: a warm-up of (v - 1) P + 2 (P - 1 - r) forwards,
-// then one forward and one backward alternately, then the remaining
-// backwards; a forward's stage moves to the rank's next stage every P
-// forwards, a backward's to the previous one every P backwards. The
-// bubble shrinks by v against 1F1B: (P - 1) / (v m + P - 1). The number of
-// microbatches must be a multiple of P (as torch's first version asked).
+// them in torch's order. The microbatches go in rounds of k = m / R,
+// R = max(1, m / P) rounds (k = P when P divides m; m must be a multiple
+// of R, as torch 2.13 asks: 10 microbatches at 4 ranks go in 2 rounds
+// of 5, 3 in 1 round of 3). A warm-up of (v - 1) k + 2 (P - 1 - r)
+// forwards, then one forward and one backward alternately, then the
+// remaining backwards; a forward's stage moves to the rank's next stage
+// every k forwards, a backward's to the previous one every k backwards.
+// The bubble shrinks by v against 1F1B: (P - 1) / (v m + P - 1).
 // step() on rank 0 gives the batch, step_last() on rank P - 1 the targets.
 class ScheduleInterleaved1F1B : public PipelineSchedule {
  public:
   ScheduleInterleaved1F1B(std::vector<PipelineStage*> stages, int n_microbatches, LossFn loss_fn);
+
+  // rank_order: the actions of rank `rank` of `ranks`, holding
+  // `local_stages` stages, for `n_microbatches` (what order() runs; a test
+  // compares it with torch's own for many shapes).
+  static std::vector<Action> rank_order(int ranks, int rank, int local_stages, int n_microbatches);
 
  protected:
   std::vector<Action> order() const override;

@@ -307,29 +307,37 @@ ScheduleInterleaved1F1B::ScheduleInterleaved1F1B(std::vector<PipelineStage*> sta
                           std::to_string(stage_.num_stages()) + " stages over " + std::to_string(ranks) +
                           " ranks make " + std::to_string(stage_.num_stages() / ranks) + " a rank");
   }
-  if (n_microbatches % ranks != 0) {
-    throw InvalidArgument("ScheduleInterleaved1F1B: " + std::to_string(n_microbatches) +
-                          " microbatches; it needs a multiple of the " + std::to_string(ranks) + " ranks");
+  const int rounds = std::max(1, n_microbatches / ranks);
+  if (n_microbatches % rounds != 0) {
+    throw InvalidArgument("ScheduleInterleaved1F1B: " + std::to_string(n_microbatches) + " microbatches over " +
+                          std::to_string(ranks) + " ranks go in " + std::to_string(rounds) +
+                          " rounds; the microbatches must be a multiple of the rounds (as torch's)");
   }
 }
 
 std::vector<PipelineSchedule::Action> ScheduleInterleaved1F1B::order() const {
-  // torch's _get_1f1b_rank_ops with rounds of P microbatches: op k's
-  // forward is on the rank's stage (k / P) mod v, its backward (counted
-  // from the end of the warm-up) on stage v - 1 - ((k - warmup) / P) mod v;
+  return rank_order(stage_.group()->size(), stage_.group()->rank(), static_cast<int>(stages_.size()),
+                    n_microbatches_);
+}
+
+std::vector<PipelineSchedule::Action> ScheduleInterleaved1F1B::rank_order(int ranks, int rank, int local_stages,
+                                                                          int n_microbatches) {
+  // torch's _get_1f1b_rank_ops with rounds of k microbatches: op i's
+  // forward is on the rank's stage (i / k) mod v, its backward (counted
+  // from the end of the warm-up) on stage v - 1 - ((i - warmup) / k) mod v;
   // each stage takes its microbatches in order.
-  const int ranks = stage_.group()->size(), rank = stage_.group()->rank();
-  const int v = static_cast<int>(stages_.size()), total = n_microbatches_ * v;
-  const int warmup = std::min((v - 1) * ranks + 2 * (ranks - 1 - rank), total);
+  const int v = local_stages, total = n_microbatches * v;
+  const int k = n_microbatches / std::max(1, n_microbatches / ranks);
+  const int warmup = std::min((v - 1) * k + 2 * (ranks - 1 - rank), total);
   const int steady = total - warmup;
   std::vector<int> next_forward(static_cast<size_t>(v), 0), next_backward(static_cast<size_t>(v), 0);
   std::vector<Action> actions;
   auto forward = [&](int op) {
-    const int s = (op / ranks) % v;
+    const int s = (op / k) % v;
     actions.push_back({true, next_forward[static_cast<size_t>(s)]++, s});
   };
   auto backward = [&](int op) {
-    const int s = v - 1 - ((op - warmup) / ranks) % v;
+    const int s = v - 1 - ((op - warmup) / k) % v;
     actions.push_back({false, next_backward[static_cast<size_t>(s)]++, s});
   };
   for (int op = 0; op < warmup; ++op) forward(op);

@@ -36,6 +36,10 @@ TEST(Pipeline, Interleaved1F1BWithTwoStagesARankIsTheWholeModel) {
   run_pipeline(2, "interleaved", 8);
   run_pipeline(4, "interleaved", 8);  // 8 stages
   run_pipeline(4, "interleaved", 4);
+  // Microbatches not a multiple of the ranks: one round of 3 (2 ranks),
+  // one round of 6 (4 ranks), as torch 2.13 allows.
+  run_pipeline(2, "interleaved", 3);
+  run_pipeline(4, "interleaved", 6);
 }
 
 // Every survivor raises (none hangs), naming its own stage and, through
