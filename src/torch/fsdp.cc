@@ -33,26 +33,40 @@ struct FSDPUnit::Param {
   int64_t chunk = 0;              // rows per rank, padded: ceil(rows / shard size)
   int64_t start = 0, length = 0;  // this rank's rows
   int64_t row_numel = 1;
-  at::Tensor whole;       // the gathered parameter (its memory freed while resharded)
+  at::Tensor padded;      // chunk rows per rank, gathered into (its memory freed while resharded)
+  at::Tensor whole;       // the gathered parameter: the first `rows` rows of `padded`
   at::Tensor saved_grad;  // the shard's gradient while param is whole
   at::Tensor unsynced;    // whole gradients summed while sync is off
 };
 
-// Gather is one all_gather of a unit's shards, maybe still in flight.
+// Gather is a unit's all_gathers (one per parameter, straight into the
+// whole parameters' memory), maybe still in flight.
 struct FSDPUnit::Gather {
-  at::Tensor mine;
-  at::Tensor all;
-  std::shared_ptr<Work> work;
+  std::vector<std::shared_ptr<Work>> works;
   // The parameters' versions when it started: an optimizer step (or a
   // load) since then makes a prefetched gather stale.
   std::vector<uint32_t> versions;
 };
 
-// Reduction is a unit's reduce_scatter of its gradients, in flight.
+// Reduction is a unit's reduce_scatters of its gradients (one per
+// parameter), in flight.
 struct FSDPUnit::Reduction {
-  at::Tensor input;
-  at::Tensor reduced;
-  std::shared_ptr<Work> work;
+  std::vector<at::Tensor> reduced;  // per parameter: this rank's chunk of rows
+  std::vector<std::shared_ptr<Work>> works;
+  // Wait for every reduction (an error in one still lets the others end
+  // before their tensors go).
+  void wait() {
+    std::exception_ptr failed;
+    for (auto& w : works) {
+      try {
+        w->wait();
+      } catch (...) {
+        if (!failed) failed = std::current_exception();
+      }
+    }
+    works.clear();
+    if (failed) std::rethrow_exception(failed);
+  }
 };
 
 namespace {
@@ -203,51 +217,46 @@ FSDPUnit* fsdp_unit_of(const at::Tensor& parameter) {
 void FSDPUnit::start_gather() {
   if (unsharded_ || pending_gather_ || params_.empty()) return;
   const at::ScalarType dtype = or_else(options_.mp_policy.param_dtype, params_.front().shard.scalar_type());
-  // One all_gather for the unit: every parameter's padded rows, one after
-  // the other.
-  int64_t total = 0;
-  for (const Param& x : params_) total += x.chunk * x.row_numel;
   auto gather = std::make_unique<Gather>();
-  gather->mine = at::zeros({total}, at::TensorOptions().dtype(dtype));
-  int64_t at_ = 0;
-  for (const Param& x : params_) {
-    if (x.length > 0) gather->mine.narrow(0, at_, x.length * x.row_numel).copy_(x.shard.reshape({-1}));
-    at_ += x.chunk * x.row_numel;
-  }
   for (const Param& x : params_) gather->versions.push_back(x.param._version());
-  gather->all = at::empty({shard_size_, total}, gather->mine.options());
-  gather->work = all_gather_into_tensor(gather->all, gather->mine, shard_group_, /*async_op=*/true);
+  for (Param& x : params_) {
+    // Each parameter is gathered into `padded`, chunk rows from each rank
+    // one after the other, so that its first `rows` rows are the whole
+    // parameter: no copy out. The memory is given back on reshard and
+    // taken again here (as torch's FSDP resizes its storage), so that what
+    // autograd saved of the whole parameter (a transposed view of a
+    // Linear's weight) sees the gathered values again in backward instead
+    // of keeping a copy alive in between.
+    const int64_t piece = x.chunk * x.row_numel;
+    const size_t bytes = static_cast<size_t>(shard_size_ * piece) * c10::elementSize(dtype);
+    if (!x.padded.defined() || x.padded.scalar_type() != dtype) {
+      x.padded = at::empty({shard_size_ * piece}, at::TensorOptions().dtype(dtype));
+      x.whole = x.padded.narrow(0, 0, x.rows * x.row_numel).view(x.shape);
+    } else if (x.padded.storage().nbytes() != bytes) {
+      c10::StorageImpl* storage = x.padded.storage().unsafeGetStorageImpl();
+      storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+      storage->set_nbytes(bytes);
+    }
+    if (piece == 0) continue;
+    // This rank's rows go as they are when they fill the chunk in the
+    // gathered type; else (the last ranks of an uneven split, mixed
+    // precision) through a padded copy.
+    at::Tensor mine;
+    if (x.length == x.chunk && x.shard.scalar_type() == dtype) {
+      mine = x.shard.view({-1});
+    } else {
+      mine = at::zeros({piece}, at::TensorOptions().dtype(dtype));
+      if (x.length > 0) mine.narrow(0, 0, x.length * x.row_numel).copy_(x.shard.reshape({-1}));
+    }
+    gather->works.push_back(all_gather_into_tensor(x.padded, mine, shard_group_, /*async_op=*/true));
+  }
   pending_gather_ = std::move(gather);
 }
 
 void FSDPUnit::finish_gather(Gather& gather) {
-  gather.work->wait();
-  int64_t at_ = 0;
+  for (auto& w : gather.works) w->wait();
   at::NoGradGuard no_grad;
   for (Param& x : params_) {
-    const int64_t piece = x.chunk * x.row_numel;
-    // The whole parameter lives in one tensor for the unit's life; its
-    // memory is given back on reshard and taken again here (as torch's
-    // FSDP resizes its storage), so that what autograd saved of it (a
-    // transposed view of a Linear's weight) sees the gathered values again
-    // in backward instead of keeping a copy alive in between.
-    const at::ScalarType dtype = gather.all.scalar_type();
-    const size_t bytes = static_cast<size_t>(x.rows * x.row_numel) * c10::elementSize(dtype);
-    if (!x.whole.defined() || x.whole.scalar_type() != dtype) {
-      x.whole = at::empty(x.shape, at::TensorOptions().dtype(dtype));
-    } else if (x.whole.storage().nbytes() != bytes) {
-      c10::StorageImpl* storage = x.whole.storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
-      storage->set_nbytes(bytes);
-    }
-    // Rank j's rows, from row j of the gathered buffer, padding left out.
-    const at::Tensor flat = x.whole.view({-1});
-    for (int j = 0; j < shard_size_; ++j) {
-      const int64_t first = std::min<int64_t>(x.rows, x.chunk * j) * x.row_numel;
-      const int64_t length = std::min<int64_t>(piece, x.rows * x.row_numel - first);
-      if (length > 0) flat.narrow(0, first, length).copy_(gather.all[j].narrow(0, at_, length));
-    }
-    at_ += piece;
     // The shard's gradient waits aside while the parameter is whole: a
     // gradient accumulated now is whole too.
     if (x.param.grad().defined()) {
@@ -269,7 +278,7 @@ void FSDPUnit::unshard() {
     if (stale) {
       // The shards changed after the prefetch began (every rank sees the
       // same, having run the same steps): gather them again.
-      gather->work->wait();
+      for (auto& w : gather->works) w->wait();
       start_gather();
       gather = std::move(pending_gather_);
     }
@@ -284,7 +293,7 @@ void FSDPUnit::reshard() {
   for (Param& x : params_) {
     x.param.set_data(x.shard);
     // Its memory goes back; the tensor (and autograd's views of it) stays.
-    if (x.whole.defined()) x.whole.storage().unsafeGetStorageImpl()->reset();
+    if (x.padded.defined()) x.padded.storage().unsafeGetStorageImpl()->reset();
     if (x.saved_grad.defined()) {
       x.param.mutable_grad() = x.saved_grad;
       x.saved_grad = at::Tensor();
@@ -420,37 +429,39 @@ void FSDPUnit::post_backward() {
       or_else(options_.mp_policy.reduce_dtype,
               or_else(options_.mp_policy.param_dtype,
                       params_.empty() ? at::kFloat : params_.front().shard.scalar_type()));
-  int64_t total = 0;
-  for (const Param& x : params_) total += x.chunk * x.row_numel;
-  // Row j of `input` holds, for every parameter, rank j's padded rows:
-  // copied straight from the whole gradient, the padding zeroed.
-  at::Tensor input = at::empty({shard_size_, total}, at::TensorOptions().dtype(dtype));
-  int64_t at_ = 0;
+  // Each parameter's gradient is reduce-scattered as it is when its rows
+  // split evenly (rank j's rows are chunk j): no copy in. An uneven split
+  // (or another type) goes through a copy padded with zeros.
+  auto reduction = std::make_unique<Reduction>();
   for (size_t i = 0; i < params_.size(); ++i) {
     Param& x = params_[i];
-    at::Tensor g = whole[i].to(dtype).contiguous().view({-1});
+    at::Tensor g = whole[i];
+    whole[i] = at::Tensor();  // the reduction holds it now: freed when done
     if (x.unsynced.defined()) {
-      g = g + x.unsynced.to(dtype).reshape({-1});
+      g = g + x.unsynced.view(g.sizes());
       x.unsynced = at::Tensor();
     }
     const int64_t piece = x.chunk * x.row_numel;
-    for (int j = 0; j < shard_size_; ++j) {
-      const int64_t first = std::min<int64_t>(x.rows, x.chunk * j) * x.row_numel;
-      const int64_t length = std::min<int64_t>(piece, x.rows * x.row_numel - first);
-      at::Tensor to = input[j].narrow(0, at_, piece);
-      if (length > 0) to.narrow(0, 0, length).copy_(g.narrow(0, first, length));
-      if (length < piece) to.narrow(0, length, piece - length).zero_();
+    at::Tensor input;
+    if (g.scalar_type() == dtype && g.is_contiguous() && x.rows == shard_size_ * x.chunk) {
+      input = g.view({-1});
+    } else {
+      input = at::empty({shard_size_ * piece}, at::TensorOptions().dtype(dtype));
+      input.narrow(0, 0, x.rows * x.row_numel).copy_(g.reshape({-1}));
+      input.narrow(0, x.rows * x.row_numel, shard_size_ * piece - x.rows * x.row_numel).zero_();
     }
-    whole[i] = at::Tensor();  // the whole gradient is in `input` now: free it
-    at_ += piece;
+    // The reduced chunk has the shard's shape when no padding is in it
+    // (so that it can be the gradient itself, not a view).
+    at::Tensor reduced = x.length == x.chunk ? at::empty(x.shard.sizes(), input.options())
+                                             : at::empty({piece}, input.options());
+    reduction->reduced.push_back(reduced);
+    if (piece == 0) continue;
+    // The reductions run on the group's worker while backward goes on to
+    // the units before; the end of backward collects them
+    // (finish_reduction).
+    reduction->works.push_back(
+        reduce_scatter_tensor(reduced, input, ReduceOp::AVG, shard_group_, /*async_op=*/true));
   }
-  // The reduction runs on the group's worker while backward goes on to
-  // the units before; the end of backward collects it (finish_reduction).
-  auto reduction = std::make_unique<Reduction>();
-  reduction->input = input;
-  reduction->reduced = at::empty({total}, input.options());
-  reduction->work =
-      reduce_scatter_tensor(reduction->reduced, input, ReduceOp::AVG, shard_group_, /*async_op=*/true);
   pending_reduction_ = std::move(reduction);
   reshard();  // the shards' earlier gradients are back in param.grad
 }
@@ -458,20 +469,18 @@ void FSDPUnit::post_backward() {
 void FSDPUnit::finish_reduction() {
   if (!pending_reduction_) return;
   std::unique_ptr<Reduction> reduction = std::move(pending_reduction_);
-  reduction->work->wait();
-  reduction->input = at::Tensor();
+  reduction->wait();
   at::NoGradGuard no_grad;
-  at::Tensor reduced = reduction->reduced;
-  if (replicate_group_) all_reduce(reduced, ReduceOp::AVG, replicate_group_);
-  const at::ScalarType dtype = params_.empty() ? reduced.scalar_type() : params_.front().shard.scalar_type();
-  if (reduced.scalar_type() != dtype) reduced = reduced.to(dtype);
-  int64_t at_ = 0;
-  for (Param& x : params_) {
-    // A tensor of its own (not a view of the unit's buffer: optimizers
-    // may detach gradients in place).
-    at::Tensor g = reduced.narrow(0, at_, x.length * x.row_numel).view(x.shard.sizes());
-    at_ += x.chunk * x.row_numel;
-    x.param.mutable_grad() = x.param.grad().defined() ? x.param.grad() + g : g.clone();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& x = params_[i];
+    at::Tensor reduced = reduction->reduced[i];
+    if (replicate_group_) all_reduce(reduced, ReduceOp::AVG, replicate_group_);
+    if (reduced.scalar_type() != x.shard.scalar_type()) reduced = reduced.to(x.shard.scalar_type());
+    // A tensor of its own, never a view (optimizers may detach gradients
+    // in place): the padded chunk's rows are copied out.
+    at::Tensor g = x.length == x.chunk ? reduced
+                                       : reduced.narrow(0, 0, x.length * x.row_numel).view(x.shard.sizes()).clone();
+    x.param.mutable_grad() = x.param.grad().defined() ? x.param.grad() + g : g;
   }
 }
 
@@ -496,7 +505,7 @@ void FSDPUnit::load_full(const at::Tensor& parameter, const at::Tensor& value) {
   // A gather prefetched before this holds the old values: every rank
   // loads the same state, so every rank drops it and gathers again.
   if (pending_gather_) {
-    pending_gather_->work->wait();
+    for (auto& w : pending_gather_->works) w->wait();
     pending_gather_.reset();
   }
 }
