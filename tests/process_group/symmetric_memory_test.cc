@@ -109,6 +109,37 @@ TEST_P(SymmetricMemoryTest, BlocksFreedAndAllocatedAgainStayCorrect) {
   });
 }
 
+// check_all_gather: every rank's input (its values) gathered into `out`.
+void check_all_gather(ProcessGroup& g, Buffer input, size_t count, const std::string& what) {
+  auto* x = static_cast<float*>(input.data);
+  for (size_t i = 0; i < count; ++i) x[i] = value(g.rank(), i);
+  std::vector<float> out(count * static_cast<size_t>(g.size()), -1.0f);
+  g.all_gather_into_tensor(Buffer::of(out.data(), out.size()), input);
+  size_t wrong = 0;
+  for (int q = 0; q < g.size(); ++q) {
+    for (size_t i = 0; i < count; ++i) wrong += out[static_cast<size_t>(q) * count + i] != value(q, i);
+  }
+  EXPECT_EQ(wrong, 0u) << what << ": rank " << g.rank();
+}
+
+// Inputs in the block are read in place by the others (one copy); 3 MiB a
+// rank goes through the slots otherwise (several chunks), 4 KiB in one.
+TEST_P(SymmetricMemoryTest, AllGatherOfSharedInputsMatchesTheReference) {
+  run_ranks(GetParam(), [](ProcessGroup& g) {
+    constexpr size_t kMiB3 = 3 * 262144 + 1;
+    auto block = g.alloc_symmetric((kMiB3 + 64) * sizeof(float));
+    std::vector<float> ordinary(kMiB3);
+    check_all_gather(g, block->buffer(DType::kFloat32, kMiB3), kMiB3, "whole block");
+    check_all_gather(g, block->buffer(DType::kFloat32, 1001, 256), 1001, "4 KiB at an offset");
+    // Rank 0's input is ordinary memory, the others' in the block at
+    // offsets of their own: rank 0's goes through the slots.
+    Buffer mixed = g.rank() == 0 ? Buffer::of(ordinary.data(), kMiB3)
+                                 : block->buffer(DType::kFloat32, kMiB3, static_cast<size_t>(g.rank()) * 16);
+    check_all_gather(g, mixed, kMiB3, "mixed");
+    g.barrier();  // nobody frees its block while another still reads it
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, SymmetricMemoryTest, ::testing::Values(2, 3, 4),
                          [](const auto& param_info) { return "P" + std::to_string(param_info.param); });
 
