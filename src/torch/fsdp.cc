@@ -15,14 +15,13 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
-#include <sys/mman.h>
-
 #include <mutex>
 #include <unordered_map>
 
 #include "cohort/distributed.h"
 #include "cohort/errors.h"
 #include "cohort/tensor.h"
+#include "torch/fsdp_memory.h"
 
 namespace cohort {
 
@@ -124,36 +123,12 @@ struct GradReady : torch::autograd::PostAccumulateGradHook {
   std::function<void()> ready_;
 };
 
-// whole_memory: the memory of a gathered parameter. Large ones are mapped
-// in huge pages where the system gives them (transparent huge pages on
-// madvise): a unit's whole parameters are taken and given back every
-// step, and each 4 KiB page taken again costs a fault and its zeroing,
-// which for tens of MB a step cost more than the step's copies.
-c10::DataPtr whole_memory(size_t bytes) {
-  constexpr size_t kHuge = 2u << 20;
-  if (bytes < kHuge) return c10::GetAllocator(c10::DeviceType::CPU)->allocate(bytes);
-  const size_t mapped = (bytes + kHuge - 1) / kHuge * kHuge + kHuge;  // room to align
-  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) return c10::GetAllocator(c10::DeviceType::CPU)->allocate(bytes);
-  auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) / kHuge * kHuge);
-  ::madvise(aligned, mapped - static_cast<size_t>(aligned - static_cast<uint8_t*>(base)) - 0, MADV_HUGEPAGE);
-  struct Mapping {
-    void* base;
-    size_t bytes;
-  };
-  auto* ctx = new Mapping{base, mapped};
-  return c10::DataPtr(aligned, ctx, [](void* p) {
-    auto* m = static_cast<Mapping*>(p);
-    ::munmap(m->base, m->bytes);
-    delete m;
-  }, c10::Device(c10::DeviceType::CPU));
-}
-
-// empty_in_whole_memory: an uninitialized contiguous tensor over
-// whole_memory.
-at::Tensor empty_in_whole_memory(at::IntArrayRef sizes, at::ScalarType dtype) {
+// empty_in_fsdp_memory: an uninitialized contiguous tensor over
+// fsdp_memory's blocks (fsdp_memory.h says why).
+at::Tensor empty_in_fsdp_memory(at::IntArrayRef sizes, at::ScalarType dtype, bool reusable) {
   const size_t bytes = static_cast<size_t>(c10::multiply_integers(sizes)) * c10::elementSize(dtype);
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, whole_memory(bytes), nullptr, false);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, fsdp_memory::allocate(bytes, reusable), nullptr,
+                       false);
   return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, sizes, c10::contiguous_strides(sizes));
 }
 
@@ -265,11 +240,11 @@ void FSDPUnit::start_gather() {
     const int64_t piece = x.chunk * x.row_numel;
     const size_t bytes = static_cast<size_t>(shard_size_ * piece) * c10::elementSize(dtype);
     if (!x.padded.defined() || x.padded.scalar_type() != dtype) {
-      x.padded = empty_in_whole_memory({shard_size_ * piece}, dtype);
+      x.padded = empty_in_fsdp_memory({shard_size_ * piece}, dtype, /*reusable=*/true);
       x.whole = x.padded.narrow(0, 0, x.rows * x.row_numel).view(x.shape);
     } else if (x.padded.storage().nbytes() != bytes) {
       c10::StorageImpl* storage = x.padded.storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(whole_memory(bytes));
+      storage->set_data_ptr_noswap(fsdp_memory::allocate(bytes, /*reusable=*/true));
       storage->set_nbytes(bytes);
     }
     if (piece == 0) continue;
@@ -426,6 +401,8 @@ void FSDPUnit::pre_backward() {
     if (!reduced_) post_backward();
     finish_reduction();
     in_backward_ = false;
+    // Between steps no whole parameter is held, kept blocks included.
+    fsdp_memory::release_kept();
   });
 }
 
@@ -487,8 +464,8 @@ void FSDPUnit::post_backward() {
     }
     // The reduced chunk has the shard's shape when no padding is in it
     // (so that it can be the gradient itself, not a view).
-    at::Tensor reduced = x.length == x.chunk ? empty_in_whole_memory(x.shard.sizes(), dtype)
-                                             : empty_in_whole_memory({piece}, dtype);
+    at::Tensor reduced = x.length == x.chunk ? empty_in_fsdp_memory(x.shard.sizes(), dtype, /*reusable=*/false)
+                                             : empty_in_fsdp_memory({piece}, dtype, /*reusable=*/false);
     reduction->reduced.push_back(reduced);
     if (piece == 0) continue;
     // The reductions run on the group's worker while backward goes on to
