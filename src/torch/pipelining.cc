@@ -25,8 +25,6 @@ namespace {
 
 constexpr int kShapeTag = -0x5049;  // "PI": the shape of a microbatch's activation, at a first step
 constexpr int kMaxDims = 8;
-// Activations a stage receives ahead of the forward that takes them.
-constexpr int kActivationsAhead = 2;
 
 using Clock = std::chrono::steady_clock;
 
@@ -83,55 +81,20 @@ class PipelineSchedule::Runner {
  public:
   explicit Runner(PipelineStage& stage) : stage_(stage) {}
 
-  // Peers' messages, each wait timed and its failure named by stage. A
-  // message posted ahead (post) is waited for; any other is received now.
+  // Peers' messages, each wait timed and its failure named by stage.
   at::Tensor receive(int from_stage, int tag, const std::vector<int64_t>& sizes, at::ScalarType type,
                      const char* what, int mb, double* waited) {
+    at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type));
     const int from = stage_.rank_of(from_stage);
     const auto start = Clock::now();
-    at::Tensor t;
     try {
-      auto ahead = posted_.find(tag);
-      if (ahead != posted_.end()) {
-        auto [work, tensor] = std::move(ahead->second);
-        posted_.erase(ahead);
-        work->wait();
-        t = std::move(tensor);
-      } else {
-        t = at::empty(sizes, at::TensorOptions().dtype(type));
-        recv(t, from, stage_.group(), tag);
-      }
+      recv(t, from, stage_.group(), tag);
     } catch (const Error& e) {
       throw Error(where() + ": receiving the " + what + " of microbatch " + std::to_string(mb) + " from stage " +
                   std::to_string(from_stage) + " (rank " + std::to_string(from) + ") failed: " + e.what());
     }
     *waited += std::chrono::duration<double>(Clock::now() - start).count();
     return t;
-  }
-  // post starts receiving a message this stage will need later, so that
-  // it lands while the stage computes: a wait then costs nothing when the
-  // peer was ahead (a blocking receive would hand over to the group's
-  // worker and back even then).
-  void post(int from_stage, int tag, const std::vector<int64_t>& sizes, at::ScalarType type) {
-    if (posted_.count(tag)) return;
-    at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type));
-    posted_.emplace(tag, std::make_pair(irecv(t, stage_.rank_of(from_stage), stage_.group(), tag), t));
-  }
-  // post_gradient: the gradient of microbatch mb's output `out`, once sent.
-  void post_gradient(const at::Tensor& out, int mb) {
-    const int next = stage_.stage_index() + 1;
-    post(next, tag_into(next, mb) + 1, out.sizes().vec(), out.scalar_type());
-  }
-  // post_activations: the activations of the next microbatches after mb
-  // (a stage takes them in order), where their shapes are known (from
-  // the first step on).
-  void post_activations(int mb, int n_microbatches) {
-    if (stage_.is_first()) return;
-    for (int next = mb + 1; next <= mb + kActivationsAhead && next < n_microbatches; ++next) {
-      auto known = in_shapes_.find(next);
-      if (known == in_shapes_.end()) return;
-      post(stage_.stage_index() - 1, tag_into(stage_.stage_index(), next), known->second.first, known->second.second);
-    }
   }
   void send_on(const at::Tensor& t, int to_stage, int tag) {
     at::Tensor held = t.contiguous();
@@ -199,7 +162,6 @@ class PipelineSchedule::Runner {
   std::map<int, std::pair<std::vector<int64_t>, at::ScalarType>> in_shapes_;
   std::map<int, std::vector<int64_t>> out_shapes_;
   std::vector<std::pair<std::shared_ptr<Work>, at::Tensor>> sends_;
-  std::map<int, std::pair<std::shared_ptr<Work>, at::Tensor>> posted_;  // by tag
 };
 
 namespace {
@@ -275,7 +237,6 @@ std::vector<at::Tensor> PipelineSchedule::run(const at::Tensor& input, const at:
   for (Held& h : held) h.ins = h.outs = h.losses = std::vector<at::Tensor>(static_cast<size_t>(m));
   double waited = 0;
   const auto start = Clock::now();
-  for (auto& r : runners_) r->post_activations(-1, m);
   for (const Action& a : order()) {
     PipelineStage& stage = *stages_[static_cast<size_t>(a.stage)];
     Runner& r = *runners_[static_cast<size_t>(a.stage)];
@@ -283,14 +244,12 @@ std::vector<at::Tensor> PipelineSchedule::run(const at::Tensor& input, const at:
     const auto mb = static_cast<size_t>(a.mb);
     if (a.forward) {
       at::Tensor x = stage.is_first() ? inputs[mb] : r.receive_activation(a.mb, &waited).requires_grad_();
-      r.post_activations(a.mb, m);
       h.ins[mb] = x;
       at::Tensor out = stage.submodule()->forward(x);
       if (stage.is_last()) {
         h.losses[mb] = loss_fn_(out, targets[mb]);
       } else {
         r.send_activation(out, a.mb);
-        r.post_gradient(out, a.mb);
         h.outs[mb] = out;
       }
     } else {
