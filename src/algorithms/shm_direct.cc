@@ -425,8 +425,8 @@ std::vector<Piece> pieces_of(const std::vector<Buffer>& buffers) {
 }
 
 // An all_gather's first slot holds, instead of the rank's first chunk,
-// where its input lies in symmetric memory (a shm::SymmetricRegistry::Place) when its
-// stamp's word says this.
+// where its input lies in symmetric memory (a SymmetricRegistry::Place)
+// when its stamp's word says this.
 constexpr uint64_t kSlotHoldsPlace = 2;
 
 // symmetric_place: where `input` lies among this rank's symmetric
@@ -784,8 +784,9 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
   // A rank whose input lies in symmetric memory publishes where, in place
   // of its first chunk, and the others copy all of it at once from their
   // own mapping of it: one copy instead of two, and no chunk of it goes
-  // through the slots. (FSDP keeps its shards there.)
-  const shm::SymmetricRegistry::Place place = input.bytes() ? symmetric_place(a, input) : shm::SymmetricRegistry::Place{};
+  // through the slots.
+  const shm::SymmetricRegistry::Place place =
+      input.bytes() ? symmetric_place(a, input) : shm::SymmetricRegistry::Place{};
   std::vector<char> in_place(static_cast<size_t>(p), 0);  // whose input the others read in place
   bool any_in_place = false;
   for (size_t off = 0; off == 0 || off < most; off += a.slot_bytes()) {
