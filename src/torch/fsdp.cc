@@ -54,23 +54,25 @@ struct FSDPUnit::Gather {
 struct FSDPUnit::Reduction {
   std::vector<at::Tensor> reduced;  // per parameter: this rank's chunk of rows
   std::vector<std::shared_ptr<Work>> works;
-  // Wait for every reduction (an error in one still lets the others end
-  // before their tensors go).
-  void wait() {
-    std::exception_ptr failed;
-    for (auto& w : works) {
-      try {
-        w->wait();
-      } catch (...) {
-        if (!failed) failed = std::current_exception();
-      }
-    }
-    works.clear();
-    if (failed) std::rethrow_exception(failed);
-  }
 };
 
 namespace {
+
+// wait_all waits for every Work and then rethrows the first error: one
+// collective failing still lets the others end before the tensors they
+// write go.
+void wait_all(std::vector<std::shared_ptr<Work>>& works) {
+  std::exception_ptr failed;
+  for (auto& w : works) {
+    try {
+      w->wait();
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  works.clear();
+  if (failed) std::rethrow_exception(failed);
+}
 
 // The unit whose forward this thread is in, outermost first: the root
 // learns its units' order from the units that start inside its forward.
@@ -264,7 +266,7 @@ void FSDPUnit::start_gather() {
 }
 
 void FSDPUnit::finish_gather(Gather& gather) {
-  for (auto& w : gather.works) w->wait();
+  wait_all(gather.works);
   at::NoGradGuard no_grad;
   for (Param& x : params_) {
     // The shard's gradient waits aside while the parameter is whole: a
@@ -288,7 +290,7 @@ void FSDPUnit::unshard() {
     if (stale) {
       // The shards changed after the prefetch began (every rank sees the
       // same, having run the same steps): gather them again.
-      for (auto& w : gather->works) w->wait();
+      wait_all(gather->works);
       start_gather();
       gather = std::move(pending_gather_);
     }
@@ -481,7 +483,7 @@ void FSDPUnit::post_backward() {
 void FSDPUnit::finish_reduction() {
   if (!pending_reduction_) return;
   std::unique_ptr<Reduction> reduction = std::move(pending_reduction_);
-  reduction->wait();
+  wait_all(reduction->works);
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Param& x = params_[i];
@@ -517,8 +519,8 @@ void FSDPUnit::load_full(const at::Tensor& parameter, const at::Tensor& value) {
   // A gather prefetched before this holds the old values: every rank
   // loads the same state, so every rank drops it and gathers again.
   if (pending_gather_) {
-    for (auto& w : pending_gather_->works) w->wait();
-    pending_gather_.reset();
+    std::unique_ptr<Gather> stale = std::move(pending_gather_);
+    wait_all(stale->works);
   }
 }
 
