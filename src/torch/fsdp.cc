@@ -127,9 +127,9 @@ struct GradReady : torch::autograd::PostAccumulateGradHook {
 
 // empty_in_fsdp_memory: an uninitialized contiguous tensor over
 // fsdp_memory's blocks (fsdp_memory.h says why).
-at::Tensor empty_in_fsdp_memory(at::IntArrayRef sizes, at::ScalarType dtype, bool reusable) {
+at::Tensor empty_in_fsdp_memory(at::IntArrayRef sizes, at::ScalarType dtype, fsdp_memory::Use use) {
   const size_t bytes = static_cast<size_t>(c10::multiply_integers(sizes)) * c10::elementSize(dtype);
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, fsdp_memory::allocate(bytes, reusable), nullptr,
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, fsdp_memory::allocate(bytes, use), nullptr,
                        false);
   return at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage, 0, sizes, c10::contiguous_strides(sizes));
 }
@@ -199,6 +199,9 @@ FSDPUnit::~FSDPUnit() {
     registry().erase(x.param.unsafeGetTensorImpl());
     torch::autograd::impl::set_post_acc_grad_hooks(x.param, nullptr);
   }
+  // Gradients a zero_grad let go after the last backward wait for the next
+  // one: with a unit gone, none may come.
+  fsdp_memory::release_kept();
 }
 
 std::vector<std::pair<std::string, at::Tensor>> FSDPUnit::named_parameters() const {
@@ -242,11 +245,11 @@ void FSDPUnit::start_gather() {
     const int64_t piece = x.chunk * x.row_numel;
     const size_t bytes = static_cast<size_t>(shard_size_ * piece) * c10::elementSize(dtype);
     if (!x.padded.defined() || x.padded.scalar_type() != dtype) {
-      x.padded = empty_in_fsdp_memory({shard_size_ * piece}, dtype, /*reusable=*/true);
+      x.padded = empty_in_fsdp_memory({shard_size_ * piece}, dtype, fsdp_memory::Use::kWholeParameter);
       x.whole = x.padded.narrow(0, 0, x.rows * x.row_numel).view(x.shape);
     } else if (x.padded.storage().nbytes() != bytes) {
       c10::StorageImpl* storage = x.padded.storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(fsdp_memory::allocate(bytes, /*reusable=*/true));
+      storage->set_data_ptr_noswap(fsdp_memory::allocate(bytes, fsdp_memory::Use::kWholeParameter));
       storage->set_nbytes(bytes);
     }
     if (piece == 0) continue;
@@ -466,8 +469,9 @@ void FSDPUnit::post_backward() {
     }
     // The reduced chunk has the shard's shape when no padding is in it
     // (so that it can be the gradient itself, not a view).
-    at::Tensor reduced = x.length == x.chunk ? empty_in_fsdp_memory(x.shard.sizes(), dtype, /*reusable=*/false)
-                                             : empty_in_fsdp_memory({piece}, dtype, /*reusable=*/false);
+    const auto use = fsdp_memory::Use::kReducedGradient;
+    at::Tensor reduced = x.length == x.chunk ? empty_in_fsdp_memory(x.shard.sizes(), dtype, use)
+                                             : empty_in_fsdp_memory({piece}, dtype, use);
     reduction->reduced.push_back(reduced);
     if (piece == 0) continue;
     // The reductions run on the group's worker while backward goes on to

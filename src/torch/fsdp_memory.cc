@@ -1,4 +1,4 @@
-// FSDP's memory for whole parameters (fsdp_memory.h).
+// FSDP's memory for whole parameters and reduced gradients (fsdp_memory.h).
 #include "torch/fsdp_memory.h"
 
 #include <sys/mman.h>
@@ -38,24 +38,26 @@ void unmap_block(Mapping* m) {
   delete m;
 }
 
-// Kept: the blocks given back for reuse, the smallest first out.
+// Kept: the blocks freed for reuse, by use.
 struct Kept {
   std::mutex mu;
-  std::vector<Mapping*> blocks;
+  std::vector<Mapping*> wholes;     // at most kKeptBlocks
+  std::vector<Mapping*> gradients;  // every one freed since the last release
 };
 Kept& kept() {
   static Kept* k = new Kept;  // never destroyed: tensors may free blocks during static destruction
   return *k;
 }
 
-void give_back(void* ctx) {
+// give_back_whole keeps a whole parameter's block; beyond kKeptBlocks the
+// smallest goes.
+void give_back_whole(void* ctx) {
   auto* m = static_cast<Mapping*>(ctx);
-  Mapping* unmap = m;
+  Mapping* unmap = nullptr;
   {
     std::lock_guard<std::mutex> lock(kept().mu);
-    auto& blocks = kept().blocks;
+    auto& blocks = kept().wholes;
     blocks.push_back(m);
-    unmap = nullptr;
     if (blocks.size() > kKeptBlocks) {
       auto smallest = std::min_element(blocks.begin(), blocks.end(), [](const Mapping* a, const Mapping* b) {
         return a->usable < b->usable;
@@ -67,14 +69,18 @@ void give_back(void* ctx) {
   if (unmap) unmap_block(unmap);
 }
 
+void give_back_gradient(void* ctx) {
+  std::lock_guard<std::mutex> lock(kept().mu);
+  kept().gradients.push_back(static_cast<Mapping*>(ctx));
+}
+
 void unmap_deleter(void* ctx) {
   unmap_block(static_cast<Mapping*>(ctx));
 }
 
-// take_kept: the smallest kept block that holds `bytes`, if any.
-Mapping* take_kept(size_t bytes) {
+// take_kept: the smallest of `blocks` that holds `bytes`, if any.
+Mapping* take_kept(std::vector<Mapping*>& blocks, size_t bytes) {
   std::lock_guard<std::mutex> lock(kept().mu);
-  auto& blocks = kept().blocks;
   auto best = blocks.end();
   for (auto it = blocks.begin(); it != blocks.end(); ++it) {
     if ((*it)->usable >= bytes && (best == blocks.end() || (*it)->usable < (*best)->usable)) best = it;
@@ -87,19 +93,29 @@ Mapping* take_kept(size_t bytes) {
 
 }  // namespace
 
-c10::DataPtr allocate(size_t bytes, bool reusable) {
+c10::DataPtr allocate(size_t bytes, Use use) {
   if (bytes < kHugePage) return c10::GetAllocator(c10::DeviceType::CPU)->allocate(bytes);
-  Mapping* m = reusable ? take_kept(bytes) : nullptr;
+  Mapping* m = nullptr;
+  c10::DeleterFnPtr deleter = &unmap_deleter;
+  if (use == Use::kWholeParameter) {
+    m = take_kept(kept().wholes, bytes);
+    deleter = &give_back_whole;
+  } else if (use == Use::kReducedGradient) {
+    m = take_kept(kept().gradients, bytes);
+    deleter = &give_back_gradient;
+  }
   if (!m) m = map_block(bytes);
   if (!m) return c10::GetAllocator(c10::DeviceType::CPU)->allocate(bytes);
-  return c10::DataPtr(m->start, m, reusable ? &give_back : &unmap_deleter, c10::Device(c10::DeviceType::CPU));
+  return c10::DataPtr(m->start, m, deleter, c10::Device(c10::DeviceType::CPU));
 }
 
 void release_kept() {
   std::vector<Mapping*> blocks;
   {
     std::lock_guard<std::mutex> lock(kept().mu);
-    blocks.swap(kept().blocks);
+    blocks.swap(kept().wholes);
+    blocks.insert(blocks.end(), kept().gradients.begin(), kept().gradients.end());
+    kept().gradients.clear();
   }
   for (Mapping* m : blocks) unmap_block(m);
 }
@@ -107,7 +123,8 @@ void release_kept() {
 size_t kept_bytes() {
   std::lock_guard<std::mutex> lock(kept().mu);
   size_t total = 0;
-  for (const Mapping* m : kept().blocks) total += m->mapped;
+  for (const Mapping* m : kept().wholes) total += m->mapped;
+  for (const Mapping* m : kept().gradients) total += m->mapped;
   return total;
 }
 

@@ -7,12 +7,20 @@
 // freed blocks back to the system, every 4 KiB page of them came back as
 // a page fault and the zeroing of the page, which cost more than the
 // step's copies. So blocks of 2 MiB and more are mapped on their own, in
-// transparent huge pages where the system offers them (madvise), and a
-// few that a unit gave back are kept for the next gather instead of being
-// unmapped (a block taken again costs no fault and no zeroing): at most
-// kKeptBlocks, the size of the prefetch window, and all of them unmapped
-// when a backward ends, so that between steps FSDP holds no whole
-// parameter.
+// transparent huge pages where the system offers them (madvise), and
+// blocks freed within a step are kept for the next use of their kind
+// instead of being unmapped (a block taken again costs no fault and no
+// zeroing):
+//  - whole parameters a unit gave back: at most kKeptBlocks, the size of
+//    the prefetch window, for backward's gathers;
+//  - reduced gradients the optimizer let go (zero_grad): every one, for
+//    the next backward's reductions, which make gradients of the same
+//    sizes. A pool of them never holds more than the gradients it
+//    replaced.
+// Every kept block is unmapped when a backward ends, so between steps
+// FSDP holds no whole parameter, and no gradient memory beyond what the
+// last zero_grad let go (when zero_grad comes after the step, that memory
+// stays mapped until the next backward ends or a unit is destroyed).
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -21,14 +29,20 @@
 
 namespace cohort::fsdp_memory {
 
-// At most this many given-back blocks are kept for reuse.
+// At most this many given-back whole parameters are kept for reuse.
 constexpr size_t kKeptBlocks = 2;
 
-// allocate returns `bytes` of memory. Blocks of 2 MiB and more are
-// mappings of their own; with `reusable`, the block goes to the kept ones
-// when freed (whole parameters), else it is unmapped (reduced gradients,
-// which the optimizer holds).
-c10::DataPtr allocate(size_t bytes, bool reusable);
+// What a block holds, which decides what happens to it when freed.
+enum class Use {
+  kWholeParameter,   // kept, up to kKeptBlocks, for the next gather
+  kReducedGradient,  // kept for the next reduction
+  kOwn,              // unmapped
+};
+
+// allocate returns `bytes` of memory for `use`: blocks of 2 MiB and more
+// are mappings of their own, taken from the kept blocks of that use when
+// one holds `bytes`; smaller ones come from the CPU allocator.
+c10::DataPtr allocate(size_t bytes, Use use);
 
 // release_kept unmaps every kept block (at the end of a backward).
 void release_kept();
