@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "cohort/device_mesh.h"
+#include "cohort/dtensor.h"
 
 namespace cohort {
 
@@ -135,6 +136,14 @@ class FSDPUnit {
   at::Tensor full_tensor(const at::Tensor& parameter) const;
   // load_full copies `value`, the whole parameter, into this rank's shard.
   void load_full(const at::Tensor& parameter, const at::Tensor& value);
+  // sharded_parameter is the parameter as torch's fully_shard holds it: a
+  // DTensor over the unit's mesh, Shard(0) on the shard dimension
+  // (Replicate() before it for HSDP), whose local tensor is the parameter
+  // itself (the shard, so gradients and optimizer steps through it reach
+  // the unit). Between steps only: while gathered the parameter holds the
+  // whole (InvalidArgument). A scalar parameter has no rows to shard:
+  // InvalidArgument.
+  DTensor sharded_parameter(const at::Tensor& parameter) const;
 
  private:
   struct Param;

@@ -511,6 +511,23 @@ at::Tensor FSDPUnit::full_tensor(const at::Tensor& parameter) const {
   return all.narrow(0, 0, x.rows * x.row_numel).view(x.shape).clone();
 }
 
+DTensor FSDPUnit::sharded_parameter(const at::Tensor& parameter) const {
+  const Param& x = param_of(parameter, "sharded_parameter");
+  if (x.shape.empty()) {
+    throw InvalidArgument("sharded_parameter: " + x.name +
+                          " is a scalar: it has no rows to shard, so it is no Shard(0) DTensor");
+  }
+  if (unsharded_) {
+    throw InvalidArgument("sharded_parameter: " + x.name +
+                          " is gathered whole now (inside forward or backward); its sharded form exists between "
+                          "steps");
+  }
+  std::vector<Placement> placements;
+  if (mesh_.ndim() == 2) placements.push_back(Replicate());
+  placements.push_back(Shard(0));
+  return DTensor::from_local(x.param, mesh_, placements, x.shape);
+}
+
 void FSDPUnit::load_full(const at::Tensor& parameter, const at::Tensor& value) {
   const Param& x = param_of(parameter, "load_full");
   if (value.sizes().vec() != x.shape) {

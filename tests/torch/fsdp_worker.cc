@@ -63,6 +63,24 @@ void same_as_reference(const Sharded& s, torch::nn::Sequential& ref, double tole
     check(close, what + ": " + name + " differs from the reference by " +
                      std::to_string((value.to(at::kFloat) - want->to(at::kFloat)).abs().max().item<float>()));
   }
+  // Each parameter as torch holds it, a Shard(0) DTensor (Replicate() first
+  // for HSDP) over the parameter itself, gathers to the same whole.
+  for (const auto& named : s.root->named_parameters()) {
+    const FSDPUnit* unit = fsdp_unit_of(named.value());
+    if (!unit) continue;
+    const DTensor sharded = unit->sharded_parameter(named.value());
+    const std::string expected = unit->mesh().ndim() == 2 ? "(Replicate(), Shard(dim=0))" : "(Shard(dim=0),)";
+    // As Python prints a tuple: "(a,)", "(a, b)".
+    std::string placements;
+    for (const Placement& p : sharded.placements()) placements += (placements.empty() ? "" : ", ") + p.to_string();
+    placements = "(" + placements + (sharded.placements().size() == 1 ? ",)" : ")");
+    check(placements == expected, what + ": " + named.key() + " is laid out as " + placements + ", not " + expected);
+    check(sharded.to_local().is_same(named.value()), what + ": " + named.key() + "'s DTensor holds another tensor");
+    check(sharded.shape() == unit->full_shape(named.value()),
+          what + ": " + named.key() + "'s DTensor has another shape than the parameter's");
+    check(at::equal(sharded.full_tensor(), whole.at(named.key())),
+          what + ": " + named.key() + "'s DTensor gathers to another whole than full_state_dict's");
+  }
 }
 
 // batch is step `step`'s global batch: 4 rows per rank.
