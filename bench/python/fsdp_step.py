@@ -74,6 +74,9 @@ def main():
         print(f"fsdp_bench {a.backend} world={dist.get_world_size()} batch={a.batch} "
               f"step_ms={result[0].item():.2f} peak_mb={result[1].item():.1f} held_mb={result[2].item():.1f}",
               flush=True)
+    # Every rank done before any leaves: rank 0 hosts the store, and a rank
+    # still making its subgroups (those without rank 0) needs it.
+    dist.barrier()
     dist.destroy_process_group()
     # Leave without the interpreter's teardown: gloo's threads may still be
     # destroying finished Works then, which can abort the process (see

@@ -71,6 +71,9 @@ def main():
         step = max(t.item() for t in everyone)
         print(f"pipeline_bench torch-{a.backend}-{a.schedule} stages={world} microbatches={a.microbatches} "
               f"step_ms={step * 1e3:.2f} samples_per_s={a.batch / step:.0f}", flush=True)
+    # Every rank done before any leaves: rank 0 hosts the store, and a rank
+    # still making its subgroups (those without rank 0) needs it.
+    dist.barrier()
     dist.destroy_process_group()
     # Leave without the interpreter's teardown: gloo's threads may still be
     # destroying finished Works then, which can abort the process (see

@@ -49,6 +49,9 @@ out.append(line("-> (Shard(1), Shard(0))", grid.redistribute(square, [Shard(1), 
 out.append(line("(Replicate(), Shard(0))", distribute_tensor(base, square, [Replicate(), Shard(0)]).to_local()))
 for text in out:
     print(f"rank {r} {text}", flush=True)
+# Every rank done before any leaves: rank 0 hosts the store, and a rank
+# still making its subgroups (those without rank 0) needs it.
+dist.barrier()
 dist.destroy_process_group()
 # Leave without the interpreter's teardown: gloo's threads may still be
 # destroying finished Works then, which can abort the process (see

@@ -37,6 +37,9 @@ for name, p in model.named_parameters():
     whole = p.full_tensor()
     if r == 0:
         print("param " + name + " " + " ".join(f"{v:.9g}" for v in whole.flatten().tolist()), flush=True)
+# Every rank done before any leaves: rank 0 hosts the store, and a rank
+# still making its subgroups (those without rank 0) needs it.
+dist.barrier()
 dist.destroy_process_group()
 # Leave without the interpreter's teardown: gloo's threads may still be
 # destroying finished Works then, which can abort the process (see

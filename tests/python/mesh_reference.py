@@ -29,6 +29,9 @@ hsdp = init_device_mesh("cpu", (1, 2, cols), mesh_dim_names=("rep", "dp", "tp"))
 print(f"rank {rank} " + line("square", square, [square["tp"], square["dp"]]), flush=True)
 print(f"rank {rank} " + line("flat", flat, []), flush=True)
 print(f"rank {rank} " + line("hsdp", hsdp, [hsdp["rep", "tp"], hsdp["dp", "tp"]]), flush=True)
+# Every rank done before any leaves: rank 0 hosts the store, and a rank
+# still making its subgroups (those without rank 0) needs it.
+dist.barrier()
 dist.destroy_process_group()
 # Leave without the interpreter's teardown: gloo's threads may still be
 # destroying finished Works then, which can abort the process (see
