@@ -209,6 +209,36 @@ void compare() {
   std::fflush(stdout);
 }
 
+// sharded_parameter_refusals: a unit's DTensor of a parameter exists
+// between steps only, and not for a scalar, each refused naming why.
+void sharded_parameter_refusals(const FullyShardOptions& options) {
+  auto refusal = [](const std::function<void()>& call) {
+    try {
+      call();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(nothing thrown)");
+  };
+  Sharded s = sharded_net(options);
+  FSDPUnit& unit = s.first->unit();
+  unit.unshard();  // collective: every rank gathers
+  const std::string gathered = refusal([&] { unit.sharded_parameter(s.first->module()->weight); });
+  check(gathered.find("is gathered whole now") != std::string::npos,
+        "sharded_parameter of a gathered parameter is refused: '" + gathered + "'");
+  unit.reshard();
+  check(unit.sharded_parameter(s.first->module()->weight).to_local().is_same(s.first->module()->weight),
+        "sharded_parameter works again once resharded");
+  struct Scaled : torch::nn::Module {
+    Scaled() { scale = register_parameter("scale", torch::ones({})); }
+    at::Tensor scale;
+  };
+  auto scaled = std::make_shared<Scaled>();
+  FSDPUnit scalar_unit(*scaled, options);
+  const std::string scalar = refusal([&] { scalar_unit.sharded_parameter(scaled->scale); });
+  check(scalar.find("is a scalar") != std::string::npos, "sharded_parameter of a scalar is refused: '" + scalar + "'");
+}
+
 // fsdp_with_tp: a 2 x 2 mesh ("dp", "tp"): the MLP's Linears cut for
 // tensor parallelism over "tp" (column- then row-wise), each cut Linear an
 // FSDP unit over "dp", the root last; each dp group trains on its half of
@@ -313,6 +343,7 @@ int main(int argc, char** argv) {
     }
     check(error.find("the mesh must be 1-D (shard) or 2-D (replicate, shard)") != std::string::npos,
           "a 3-D mesh is refused: '" + error + "'");
+    sharded_parameter_refusals(flat);
     destroy_process_group();
   } catch (const std::exception& e) {
     std::printf("rank %d wrong: %s\n", worker_checks().rank, e.what());
