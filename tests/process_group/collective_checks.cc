@@ -327,16 +327,16 @@ void check_all_to_all_uneven_splits_larger_than_a_slot(ProcessGroup& g) {
 }
 
 // Many small broadcasts in a row, from changing roots, of sizes on both
-// sides of the posts' limit (1 KiB), with an all_reduce now and then: on
+// sides of the posts' limit (4 KiB), with an all_reduce now and then: on
 // one host a root may run many broadcasts ahead of its readers, through
 // its ring of posts (32 of them), and must never overwrite one not yet
 // read. One reader per root sleeps early in the root's run of 60, so the
 // root does get more than 32 ahead of it.
 void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
   const int world = g.size();
-  // int32 elements: 4 B to 1.2 KiB. Only posts in the first 45 of a run:
+  // int32 elements: 4 B to 4.7 KiB. Only posts in the first 45 of a run:
   // a broadcast through the slots holds the root within two of its readers.
-  const size_t sizes[] = {1, 2, 10, 255, 256, 257, 300};
+  const size_t sizes[] = {1, 2, 10, 1023, 1024, 1025, 1200};
   for (int i = 0; i < 300; ++i) {
     const int root = (i / 60) % world;
     if (i % 60 == 5 && g.rank() == (root + 1) % world) std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -363,9 +363,9 @@ void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
 // more than 32 ahead) and must never overwrite a post it has not read.
 void check_small_reduces_run_ahead_of_their_root(ProcessGroup& g) {
   const int world = g.size();
-  // int64 elements: 8 B to 2 KiB. Only posts (up to 1 KiB) in the first 45
+  // int64 elements: 8 B to 8 KiB. Only posts (up to 4 KiB) in the first 45
   // of a run: a reduction through the slots holds every rank with the root.
-  const size_t sizes[] = {1, 3, 64, 127, 128, 129, 256};
+  const size_t sizes[] = {1, 3, 64, 511, 512, 513, 1024};
   for (int i = 0; i < 300; ++i) {
     const int root = (i / 60) % world;
     if (i % 60 == 5 && g.rank() == root) std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -390,7 +390,10 @@ void check_small_exchanges_with_a_late_rank(ProcessGroup& g) {
   const int r = g.rank();
   for (int i = 0; i < 120; ++i) {
     if (i % 10 == 3 && r == (i / 10) % world) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    const size_t n = static_cast<size_t>(i % 5) + 1;  // int32 elements per rank
+    // int32 elements per rank: through the posts up to 1024 (4 KiB) for the
+    // all_gather, up to 1 KiB in all for the reduce_scatter.
+    const size_t sizes[] = {1, 2, 3, 4, 5, 1024, 1025};
+    const size_t n = sizes[i % 7];
     std::vector<int32_t> in(n), gathered(n * static_cast<size_t>(world), -1);
     for (size_t k = 0; k < n; ++k) in[k] = i * 100000 + r * 100 + static_cast<int32_t>(k);
     g.all_gather_into_tensor(Buffer::of(gathered), Buffer::of(in));
