@@ -674,6 +674,35 @@ Status post_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outp
   return Status::ok_status();
 }
 
+// post_all_reduce: every rank posts its vector, then reduces everyone's
+// posts in rank order (as the one-step path through the slots does, so
+// that all get identical bits). Its own post too: the buffer is
+// overwritten by rank 0's first.
+Status post_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, ReduceOp::Kind op,
+                       double post_scale) {
+  const int p = a.local_size(), me = a.local_index();
+  const auto mine = op_stamp(c, Collective::kAllReduce, -1, buf.bytes());
+  int cell;
+  Status st = next_post(c, a, true, &cell);
+  if (!st.ok()) return st;
+  publish_post(a, cell, mine, buf.data, buf.bytes());
+  a.arrive();
+  for (int q = 0; q < p; ++q) {
+    if (q != me) {
+      st = await_post(c, a, q, cell, mine, a.arrivals());
+      if (!st.ok()) return st;
+    }
+    if (q == 0) {
+      std::memcpy(buf.data, a.post(q, cell), buf.bytes());
+    } else {
+      reduce_into(buf.dtype, op, buf.data, a.post(q, cell), buf.count);
+    }
+  }
+  end_exchange(a, cell);
+  if (post_scale != 1.0) scale(buf.dtype, buf.data, buf.count, post_scale);
+  return Status::ok_status();
+}
+
 }  // namespace
 
 bool shm_all_reduce_takes_pieces(size_t bytes) {
@@ -690,6 +719,12 @@ Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, Redu
   const size_t bytes = buf.bytes();
   if (shm_all_reduce_takes_pieces(bytes) || bytes > a.slot_bytes()) {
     return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, -1, post_scale);
+  }
+  // Over a word and up to a post: through the posts, where a rank need not
+  // wait for a slot half that its peers may still be reading (at 2 ranks,
+  // 4 KiB: 0.52-0.55 us against 0.58-0.60 through the slots).
+  if (bytes > sizeof(uint64_t) && bytes <= shm::HostSlots::kPostBytes) {
+    return post_all_reduce(c, a, buf, op, post_scale);
   }
   const int p = a.local_size(), me = a.local_index();
   auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);

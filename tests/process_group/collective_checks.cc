@@ -350,9 +350,9 @@ void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
     g.broadcast(Buffer::of(data), o);
     for (size_t k = 0; k < n; ++k) ASSERT_EQ(data[k], i * 1000 + static_cast<int32_t>(k)) << "broadcast " << i;
     if (i % 100 == 99) {
-      int64_t one = 1;
-      g.all_reduce(Buffer::of(&one, 1));
-      ASSERT_EQ(one, world);
+      std::vector<int64_t> ones(3, 1);  // through the posts, as the broadcasts
+      g.all_reduce(Buffer::of(ones));
+      ASSERT_EQ(ones, std::vector<int64_t>(3, world));
     }
   }
 }
@@ -381,7 +381,8 @@ void check_small_reduces_run_ahead_of_their_root(ProcessGroup& g) {
   }
 }
 
-// Small all_gathers and reduce_scatters (through the posts on one host)
+// Small all_gathers, all_reduces and reduce_scatters (through the posts on
+// one host)
 // where one rank now and then comes late, so that the others wait for its
 // post rather than find it there, and where the ranks then run ahead of
 // each other, with values that change every time.
@@ -402,6 +403,14 @@ void check_small_exchanges_with_a_late_rank(ProcessGroup& g) {
         ASSERT_EQ(gathered[static_cast<size_t>(q) * n + k], i * 100000 + q * 100 + static_cast<int32_t>(k))
             << "all_gather " << i << " from rank " << q;
       }
+    }
+    // The all_reduce: in the stamp's word up to 8 bytes, through the posts
+    // up to 4 KiB, through the slots beyond.
+    std::vector<int32_t> summed = in;
+    g.all_reduce(Buffer::of(summed));
+    for (size_t k = 0; k < n; ++k) {
+      ASSERT_EQ(summed[k], world * (i * 100000 + static_cast<int32_t>(k)) + 100 * world * (world - 1) / 2)
+          << "all_reduce " << i;
     }
     std::vector<int32_t> blocks(n * static_cast<size_t>(world)), mine(n, -1);
     for (size_t k = 0; k < blocks.size(); ++k) blocks[k] = i + r + static_cast<int32_t>(k);

@@ -79,9 +79,13 @@ TEST(InvalidArgumentTest, EveryCheckNamesTheProblemAndTheGroupGoesOn) {
   });
 }
 
-TEST(InvalidArgumentTest, SizesThatDifferBetweenRanksAreADesyncNotAHang) {
-  run_ranks(2, [](ProcessGroup& g) {
-    std::vector<float> f(g.rank() == 0 ? 4 : 5, 1.0f);
+// An all_reduce of `rank0` floats on rank 0 and `rank1` on rank 1 fails
+// on both with a desync (or, on the rank that noticed second, the loss of
+// the first), and leaves the group refusing new work.
+void expect_sizes_that_differ_to_be_a_desync(size_t rank0, size_t rank1) {
+  SCOPED_TRACE(std::to_string(rank0) + " floats against " + std::to_string(rank1));
+  run_ranks(2, [&](ProcessGroup& g) {
+    std::vector<float> f(g.rank() == 0 ? rank0 : rank1, 1.0f);
     try {
       g.all_reduce(Buffer::of(f));
       ADD_FAILURE() << "mismatched sizes were reduced";
@@ -99,6 +103,15 @@ TEST(InvalidArgumentTest, SizesThatDifferBetweenRanksAreADesyncNotAHang) {
       EXPECT_NE(std::string(e.what()).find("can no longer be used"), std::string::npos) << e.what();
     }
   });
+}
+
+// Sizes on one path, and on both sides of a path's limit on one host: the
+// stamp's word (up to 8 bytes), the posts (up to 4 KiB), the slots.
+TEST(InvalidArgumentTest, SizesThatDifferBetweenRanksAreADesyncNotAHang) {
+  expect_sizes_that_differ_to_be_a_desync(4, 5);
+  expect_sizes_that_differ_to_be_a_desync(2, 3);
+  expect_sizes_that_differ_to_be_a_desync(1024, 1025);
+  expect_sizes_that_differ_to_be_a_desync(2048, 2049);
 }
 
 // The split sizes of an all_to_all may differ between ranks, so only the
