@@ -844,7 +844,16 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
     } else if (!place.id && part(input.bytes())) {
       std::memcpy(a.slot(me, half), in + off, part(input.bytes()));
     }
-    st = arrive_and_wait_all(c, a);
+    a.arrive();
+    // This rank's own part while the others publish theirs, and from its
+    // input: copied from its slot, whose lines the others are reading, the
+    // 2-rank all_gather of 128 KiB per rank took 9.6-10.4 us against
+    // 5.2-5.4 (2026-11-27, alternating builds).
+    uint8_t* own = static_cast<uint8_t*>(outputs[static_cast<size_t>(me)].data);
+    if (!place.id && own != input.data && part(input.bytes())) {
+      std::memcpy(own + off, in + off, std::min(part(input.bytes()), part(outputs[static_cast<size_t>(me)].bytes())));
+    }
+    st = wait_until(c, a, -1, a.arrivals());
     if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
     if (!st.ok()) return st;
     for (int q = 0; q < p; ++q) {
@@ -853,7 +862,7 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
         in_place[static_cast<size_t>(q)] = a.stamp_of(q, half).word == kSlotHoldsPlace;
         any_in_place = any_in_place || in_place[static_cast<size_t>(q)];
       }
-      if (q == me && o.data == input.data) continue;
+      if (q == me && (o.data == input.data || !place.id)) continue;  // in place, or copied above
       if (in_place[static_cast<size_t>(q)]) {
         if (off == 0 && o.bytes()) {
           st = q == me ? (std::memcpy(o.data, input.data, o.bytes()), Status::ok_status())

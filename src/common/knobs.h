@@ -288,10 +288,12 @@ inline constexpr KnobSpec kShmSlotBytes{
 inline constexpr KnobSpec kShmSingleCopyBytes{
     "COHORT_SHM_SINGLE_COPY_BYTES",
     KnobType::kInt,
-    "262144",
+    "0",
     "From this many bytes per rank, and below 8 times that, all_gather among ranks of one host reads "
     "the others' buffers directly (process_vm_readv: one copy instead of two through shared memory), "
-    "where the system allows it and the host's ranks do not outnumber its cores. 0 disables.",
+    "where the system allows it and the host's ranks do not outnumber its cores. 0 (the default) "
+    "disables: the kernel's copy, which pins the other's pages, was slower than two through shared "
+    "memory at every size measured (docs/performance.md).",
     nullptr,
     false,
     nullptr,
