@@ -1008,7 +1008,15 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
                     part(in));
       }
     }
-    st = arrive_and_wait_all(c, a);
+    a.arrive();
+    // This rank's own block while the others publish theirs.
+    const Buffer& own_out = outputs[static_cast<size_t>(me)];
+    const auto* own_in = static_cast<const uint8_t*>(inputs[static_cast<size_t>(me)].data) + off;
+    const size_t own_n = std::min(part(own_out), part(inputs[static_cast<size_t>(me)]));
+    if (own_n && own_in != static_cast<uint8_t*>(own_out.data) + off) {
+      std::memcpy(static_cast<uint8_t*>(own_out.data) + off, own_in, own_n);
+    }
+    st = wait_until(c, a, -1, a.arrivals());
     if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
     if (!st.ok()) return st;
     if (off == 0) {
@@ -1031,7 +1039,7 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
     for (int q = 0; q < p; ++q) {
       const Buffer& out = outputs[static_cast<size_t>(q)];
       const size_t n = part(out);
-      if (n == 0) continue;
+      if (n == 0 || q == me) continue;  // this rank's own: copied above
       const uint8_t* from = q == me ? static_cast<const uint8_t*>(inputs[static_cast<size_t>(me)].data) + off
                                     : a.slot(q, half) + table + static_cast<size_t>(me) * per_block;
       if (from != static_cast<uint8_t*>(out.data) + off) std::memcpy(static_cast<uint8_t*>(out.data) + off, from, n);
