@@ -64,7 +64,7 @@ std::vector<std::string> StallInspector::tick(GroupTrace& group, int64_t now_ns)
   const int64_t pending_ns = running ? now_ns - group.recorder().running_since_ns() : 0;
   const bool changed = c.started != published_started_ || c.completed != published_completed_;
   if (changed && (now_ns - published_at_ns_ >= kPublishEveryNs || pending_ns >= warn_ns_ / 2)) {
-    publish(group, c.started, c.completed, now_ns);
+    publish(group, c.started, c.completed, now_ns, running);
   }
   std::vector<std::string> warnings;
   std::string w = check_collective(group, now_ns);
@@ -75,7 +75,8 @@ std::vector<std::string> StallInspector::tick(GroupTrace& group, int64_t now_ns)
   return warnings;
 }
 
-void StallInspector::publish(GroupTrace& group, uint64_t started, uint64_t completed, int64_t now_ns) {
+void StallInspector::publish(GroupTrace& group, uint64_t started, uint64_t completed, int64_t now_ns,
+                             bool running) {
   if (!store_ok_ || !group.store()) return;
   try {
     group.store()->set(progress_key(group.rank()),
@@ -84,15 +85,21 @@ void StallInspector::publish(GroupTrace& group, uint64_t started, uint64_t compl
     published_completed_ = completed;
     published_at_ns_ = now_ns;
   } catch (const std::exception& e) {
-    store_failed(group, e);
+    store_failed(group, e, running);
   }
 }
 
-void StallInspector::store_failed(GroupTrace& group, const std::exception& e) {
+void StallInspector::store_failed(GroupTrace& group, const std::exception& e, bool warn) {
   store_ok_ = false;
-  COHORT_LOG(kWarning) << "stall inspector: the store of group " << group.name() << " failed (" << e.what()
-                       << "); this rank stops publishing its progress there, and its warnings will not "
-                          "name the ranks that are late";
+  store_error_ = e.what();
+  // With nothing pending, the likeliest cause is a job ending: the rank
+  // hosting the store has left while this one tears down. Not worth a
+  // warning then; a stall warning later says the store failed, and why.
+  const LogLevel level = warn ? LogLevel::kWarning : LogLevel::kInfo;
+  if (!log_enabled(level)) return;
+  LogLine(level) << "stall inspector: the store of group " << group.name() << " failed (" << e.what()
+      << "); this rank stops publishing its progress there, and its warnings will not name the ranks that "
+         "are late";
 }
 
 std::string StallInspector::check_collective(GroupTrace& group, int64_t now_ns) {
@@ -111,7 +118,7 @@ std::string StallInspector::check_collective(GroupTrace& group, int64_t now_ns) 
 
 std::string StallInspector::late_ranks(GroupTrace& group, uint64_t sequence) {
   if (!group.store()) return "the group has no store, so the ranks that have not joined it are unknown";
-  if (!store_ok_) return "the ranks that have not joined it are unknown (the group's store failed)";
+  if (!store_ok_) return "the ranks that have not joined it are unknown (the group's store failed: " + store_error_ + ")";
   const int size = group.size();
   std::vector<std::string> keys;
   for (int q = 0; q < size; ++q) keys.push_back(progress_key(q));
@@ -127,8 +134,8 @@ std::string StallInspector::late_ranks(GroupTrace& group, uint64_t sequence) {
         values[q] = to_string(store.compare_set(keys[q], to_bytes(kAbsent), to_bytes(kAbsent)));
     }
   } catch (const std::exception& e) {
-    store_failed(group, e);
-    return "the ranks that have not joined it are unknown (the group's store failed)";
+    store_failed(group, e, true);
+    return "the ranks that have not joined it are unknown (the group's store failed: " + store_error_ + ")";
   }
   std::vector<int> late;
   std::string detail;

@@ -42,17 +42,21 @@ class StallInspector {
   int64_t tick_interval_ns() const;
 
  private:
-  void publish(GroupTrace& group, uint64_t started, uint64_t completed, int64_t now_ns);
+  // publish stores this rank's progress; `running`: a collective is pending.
+  void publish(GroupTrace& group, uint64_t started, uint64_t completed, int64_t now_ns, bool running);
   std::string check_collective(GroupTrace& group, int64_t now_ns);
   std::string check_p2p(GroupTrace& group, int64_t now_ns);
   // late_ranks names the ranks whose published last started collective is
   // below `sequence`, with what they published; or says why it cannot.
   std::string late_ranks(GroupTrace& group, uint64_t sequence);
-  void store_failed(GroupTrace& group, const std::exception& e);
+  // store_failed stops the use of the store, logging why: as a warning
+  // when `warn`, else as information.
+  void store_failed(GroupTrace& group, const std::exception& e, bool warn);
 
   const int64_t warn_ns_;
   // Publishing.
   bool store_ok_ = true;
+  std::string store_error_;  // why the store failed
   uint64_t published_started_ = 0;
   uint64_t published_completed_ = 0;
   int64_t published_at_ns_ = 0;

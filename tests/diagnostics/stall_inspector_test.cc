@@ -119,21 +119,44 @@ class FailingStore : public Store {
   }
 };
 
-TEST(StallInspectorTest, AFailingStoreIsLoggedOnceAndNeverUsedAgain) {
+// A store that fails while nothing is pending (a job ending: the rank that
+// hosts it has left) is no warning; the stall warning that comes later
+// says it failed, and why, and the store is never used again.
+TEST(StallInspectorTest, AStoreFailingWhileIdleIsNoWarningButTheStallWarningSaysWhy) {
   auto store = std::make_shared<FailingStore>();
   GroupTrace g("default", 0, {0, 1}, "cohort", store, 16);
   StallInspector inspector(1);
   complete_collective(g, 1);
   ::testing::internal::CaptureStderr();
   EXPECT_TRUE(inspector.tick(g, trace_clock_ns()).empty());  // the publish fails
+  const std::string idle_log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(idle_log.find("stall inspector: the store"), std::string::npos) << idle_log;
   g.recorder().began("all_reduce", one_float(), 2);
   auto w = inspector.tick(g, g.recorder().running_since_ns() + 5000 * kMs);
+  EXPECT_EQ(store->calls, 1);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("the ranks that have not joined it are unknown (the group's store failed: the store at "
+                      "10.0.0.1:29500 closed the connection)"),
+            std::string::npos)
+      << w[0];
+}
+
+// A store that fails while a collective is pending is a warning, once.
+TEST(StallInspectorTest, AStoreFailingWhileACollectiveIsPendingIsLoggedOnceAndNeverUsedAgain) {
+  auto store = std::make_shared<FailingStore>();
+  GroupTrace g("default", 0, {0, 1}, "cohort", store, 16);
+  StallInspector inspector(1);
+  complete_collective(g, 1);
+  g.recorder().began("all_reduce", one_float(), 2);
+  ::testing::internal::CaptureStderr();
+  // Pending past half the threshold: the progress is published at once (and fails).
+  auto w = inspector.tick(g, g.recorder().running_since_ns() + 600 * kMs);
+  EXPECT_TRUE(w.empty());
+  w = inspector.tick(g, g.recorder().running_since_ns() + 5000 * kMs);
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(store->calls, 1);
   ASSERT_EQ(w.size(), 1u);
-  EXPECT_NE(w[0].find("the ranks that have not joined it are unknown (the group's store failed)"),
-            std::string::npos)
-      << w[0];
+  EXPECT_NE(w[0].find("(the group's store failed: "), std::string::npos) << w[0];
   const std::string once = "stall inspector: the store of group default failed";
   ASSERT_NE(log.find(once), std::string::npos) << log;
   EXPECT_EQ(log.find(once, log.find(once) + 1), std::string::npos) << "logged twice: " << log;
