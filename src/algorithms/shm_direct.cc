@@ -563,6 +563,17 @@ void end_exchange(shm::HostSlots& a, int cell) {
   a.post_clock().free_after[cell] = a.arrivals() + 1;
 }
 
+// begin_exchange takes this rank's next cell, posts `bytes` of `data` in
+// it, stamped, and arrives: from then on the others may read it.
+Status begin_exchange(AlgoContext& c, shm::HostSlots& a, const shm::HostSlots::Stamp& mine, const void* data,
+                      size_t bytes, int* cell) {
+  Status st = next_post(c, a, true, cell);
+  if (!st.ok()) return st;
+  publish_post(a, *cell, mine, data, bytes);
+  a.arrive();
+  return Status::ok_status();
+}
+
 // post_broadcast: the root posts, the others read its post.
 Status post_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
   const int me = a.local_index();
@@ -610,10 +621,8 @@ Status post_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input, c
   const int p = a.local_size(), me = a.local_index();
   const auto mine = op_stamp(c, Collective::kAllGather, -1, most);
   int cell;
-  Status st = next_post(c, a, true, &cell);
+  Status st = begin_exchange(c, a, mine, input.data, input.bytes(), &cell);
   if (!st.ok()) return st;
-  publish_post(a, cell, mine, input.data, input.bytes());
-  a.arrive();
   for (int q = 0; q < p; ++q) {
     const Buffer& o = outputs[static_cast<size_t>(q)];
     if (q == me) {
@@ -704,10 +713,8 @@ Status post_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, Red
   const int p = a.local_size(), me = a.local_index();
   const auto mine = op_stamp(c, Collective::kAllReduce, -1, buf.bytes());
   int cell;
-  Status st = next_post(c, a, true, &cell);
+  Status st = begin_exchange(c, a, mine, buf.data, buf.bytes(), &cell);
   if (!st.ok()) return st;
-  publish_post(a, cell, mine, buf.data, buf.bytes());
-  a.arrive();
   for (int q = 0; q < p; ++q) {
     if (q == me) continue;
     st = await_post(c, a, q, cell, mine, a.arrivals());
