@@ -637,10 +637,9 @@ Status post_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input, c
   return Status::ok_status();
 }
 
-// A reduce_scatter goes through the posts only up to 1 KiB in all: each
-// rank then reads every other rank's whole post, where through the slots
-// it reads its own block of each (at 2 ranks, 4 KiB in all: 1.11-1.16 us
-// through posts against 0.92-1.01 through the slots).
+// A reduce_scatter goes through the posts only up to 1 KiB in all: at 2
+// ranks, 4 KiB in all took 1.11-1.16 us through the posts against
+// 0.92-1.01 through the slots (2026-11-27, alternating builds).
 constexpr size_t kPostReduceScatterBytes = 1024;
 
 // post_reduce_scatter: every rank posts all its blocks, one after another
@@ -1047,9 +1046,8 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
       const Buffer& out = outputs[static_cast<size_t>(q)];
       const size_t n = part(out);
       if (n == 0 || q == me) continue;  // this rank's own: copied above
-      const uint8_t* from = q == me ? static_cast<const uint8_t*>(inputs[static_cast<size_t>(me)].data) + off
-                                    : a.slot(q, half) + table + static_cast<size_t>(me) * per_block;
-      if (from != static_cast<uint8_t*>(out.data) + off) std::memcpy(static_cast<uint8_t*>(out.data) + off, from, n);
+      std::memcpy(static_cast<uint8_t*>(out.data) + off, a.slot(q, half) + table + static_cast<size_t>(me) * per_block,
+                  n);
     }
     release(a, half, a.arrivals() + 1);
   }

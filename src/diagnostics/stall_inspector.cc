@@ -118,7 +118,9 @@ std::string StallInspector::check_collective(GroupTrace& group, int64_t now_ns) 
 
 std::string StallInspector::late_ranks(GroupTrace& group, uint64_t sequence) {
   if (!group.store()) return "the group has no store, so the ranks that have not joined it are unknown";
-  if (!store_ok_) return "the ranks that have not joined it are unknown (the group's store failed: " + store_error_ + ")";
+  if (!store_ok_) {
+    return "the ranks that have not joined it are unknown (the group's store failed: " + store_error_ + ")";
+  }
   const int size = group.size();
   std::vector<std::string> keys;
   for (int q = 0; q < size; ++q) keys.push_back(progress_key(q));
