@@ -54,6 +54,9 @@ class CMakeBuild(build_ext):
             sys.exit(f"cohort: the CMake build in {build} did not produce _C, libcohort.so.0 and libcohort_torch.so.0")
         for path in built + libraries:
             shutil.copy2(os.path.realpath(path), os.path.join(package, os.path.basename(path)))
+        # The COHORT_AS_GLOO hook (python/cohort_torch/as_gloo.py) goes to
+        # site-packages itself, where Python reads .pth files at start.
+        shutil.copy2(os.path.join(ROOT, "python", "site", "cohort_torch.pth"), os.path.dirname(package))
 
 
 setup(

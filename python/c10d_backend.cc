@@ -221,6 +221,21 @@ CohortBackend::CohortBackend(const c10::intrusive_ptr<c10d::Store>& store, int r
 
 CohortBackend::~CohortBackend() = default;
 
+CohortProcessGroup::CohortProcessGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                       const c10::intrusive_ptr<CohortBackend>& backend)
+    : c10d::ProcessGroup(store, backend->getRank(), backend->getSize()) {
+  setBackend(c10::DeviceType::CPU, BackendType::CUSTOM, backend);
+  setDefaultBackend(BackendType::CUSTOM);
+}
+
+void CohortProcessGroup::setSequenceNumberForGroup() {
+  getDefaultBackend()->setSequenceNumberForGroup();
+}
+
+uint64_t CohortProcessGroup::getSequenceNumberForGroup() {
+  return getDefaultBackend()->getSequenceNumberForGroup();
+}
+
 c10::intrusive_ptr<c10d::Work> CohortBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                         const c10d::BroadcastOptions& opts) {
   at::Tensor& t = only(tensors, "broadcast");
@@ -233,6 +248,11 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::broadcast(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
   at::Tensor& t = only(tensors, "all_reduce");
+  if (t.layout() == at::kSparse) {
+    // Sparse COO, as Gloo: blocking, its Work complete on return.
+    return finish(c10d::OpType::ALLREDUCE,
+                  {cohort::all_reduce(t, to_reduce_op(opts.reduceOp, "all_reduce"), group_)}, tensors, {});
+  }
   auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "all_reduce");
   return finish(c10d::OpType::ALLREDUCE, {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)},
@@ -283,9 +303,18 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::_allgather_base(at::Tensor& output
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  if (outputs.size() != inputs.size()) {
-    throw InvalidArgument("cohort: all_gather_coalesced has " + std::to_string(inputs.size()) +
-                          " inputs but " + std::to_string(outputs.size()) + " output lists");
+  // torch's layout: outputs[q][i] receives rank q's inputs[i].
+  const int size = getSize();
+  if (outputs.size() != static_cast<size_t>(size)) {
+    throw InvalidArgument("cohort: all_gather_coalesced takes one output list per rank: the group has " +
+                          std::to_string(size) + " ranks, got " + std::to_string(outputs.size()) + " lists");
+  }
+  for (int q = 0; q < size; ++q) {
+    if (outputs[q].size() != inputs.size()) {
+      throw InvalidArgument("cohort: all_gather_coalesced's output list " + std::to_string(q) + " has " +
+                            std::to_string(outputs[q].size()) + " tensors, but there are " +
+                            std::to_string(inputs.size()) + " inputs");
+    }
   }
   // One async all_gather per input, all in flight together; the Work ends
   // with the last.
@@ -293,10 +322,12 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(
   WorkList works;
   std::vector<at::Tensor> flat, keep(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    works.push_back(group_->all_gather(buffers_of(outputs[i], "all_gather_coalesced's output"),
+    std::vector<at::Tensor> column;
+    for (int q = 0; q < size; ++q) column.push_back(outputs[q][i]);
+    works.push_back(group_->all_gather(buffers_of(column, "all_gather_coalesced's output"),
                                        to_buffer(inputs[i], "all_gather_coalesced's input"), o));
-    flat.insert(flat.end(), outputs[i].begin(), outputs[i].end());
   }
+  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   keep.insert(keep.end(), flat.begin(), flat.end());
   return finish(c10d::OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat), std::move(keep));
 }
@@ -430,7 +461,22 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::barrier(const c10d::BarrierOptions
                 {});
 }
 
+void CohortBackend::setSequenceNumberForGroup() {
+  // The group numbers its collectives from its creation on every rank, so
+  // there is nothing to agree on; torch asks once, when it makes a group.
+}
+
+uint64_t CohortBackend::getSequenceNumberForGroup() {
+  return group_->sequence_number();
+}
+
 void CohortBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  // torch's zero timeout is zero (cohort's would be the group's): rank 0
+  // runs out of it at once, as Gloo's does.
+  if (opts.timeout.count() == 0) {
+    throw cohort::TimeoutError("monitored_barrier of group " + group_->name() + ": Rank " +
+                               std::to_string(getRank()) + " timed out in monitoredBarrier after 0 ms");
+  }
   group_->monitored_barrier(options<cohort::BarrierOptions>(opts.timeout, false), wait_all_ranks);
 }
 

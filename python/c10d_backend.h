@@ -12,6 +12,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <memory>
@@ -76,6 +77,10 @@ class CohortBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  // Sequence numbers: the cohort group's count of collectives, the same on
+  // every rank (torch's debug wrapper and object collectives compare them).
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
   void abort() override;
   void shutdown() override;
 
@@ -111,6 +116,20 @@ class CohortBackend : public c10d::Backend {
   bool coalescing_ = false;
   WorkList coalesced_works_;                   // the Works made while coalescing
   std::vector<at::Tensor> coalesced_outputs_;  // and their outputs
+};
+
+// CohortProcessGroup is the ProcessGroup torch keeps for a group made with
+// the backend "cohort" alone: torch keeps a ProcessGroup that a backend's
+// creator returns as it is, and this one names itself "cohort" (torch's own
+// ProcessGroup calls every plugin "custom", which DDP's logging data and
+// the sequence-number queries would report). Its CPU backend is `backend`.
+class CohortProcessGroup : public c10d::ProcessGroup {
+ public:
+  CohortProcessGroup(const c10::intrusive_ptr<c10d::Store>& store, const c10::intrusive_ptr<CohortBackend>& backend);
+
+  const std::string getBackendName() const override { return "cohort"; }
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
 };
 
 }  // namespace cohort_torch

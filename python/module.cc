@@ -17,7 +17,7 @@ PYBIND11_MODULE(_C, m) {
   // torch.distributed registers c10d::Backend's Python type, the base below.
   py::module_::import("torch.distributed");
   py::class_<cohort_torch::CohortBackend, c10d::Backend, c10::intrusive_ptr<cohort_torch::CohortBackend>>(
-      m, "ProcessGroupCohort",
+      m, "ProcessGroupCohort", py::dynamic_attr(),
       "A cohort group as a torch.distributed backend; made by torch through "
       "init_process_group('cohort') and new_group, not by hand.")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -32,6 +32,16 @@ PYBIND11_MODULE(_C, m) {
            "A uint8 tensor of `bytes` on a block every rank of the group on this host maps "
            "(cohort_torch.empty_symmetric wraps it); collective.",
            py::call_guard<py::gil_scoped_release>());
+
+  py::class_<cohort_torch::CohortProcessGroup, c10d::ProcessGroup,
+             c10::intrusive_ptr<cohort_torch::CohortProcessGroup>>(
+      m, "_CohortProcessGroup", py::dynamic_attr(),
+      "The ProcessGroup torch keeps for a group of the backend 'cohort' alone: it names itself 'cohort'.")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store,
+                       const c10::intrusive_ptr<cohort_torch::CohortBackend>& backend) {
+             return c10::make_intrusive<cohort_torch::CohortProcessGroup>(store, backend);
+           }),
+           py::arg("store"), py::arg("backend"));
 
   py::class_<cohort_torch::TorchTcpStore, c10d::Store, c10::intrusive_ptr<cohort_torch::TorchTcpStore>>(
       m, "TCPStore",

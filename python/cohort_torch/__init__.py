@@ -14,11 +14,13 @@ between ranks on one host, TCP between hosts.
 
 import datetime as _datetime
 import math as _math
+import os as _os
+import sys as _sys
 
 import torch as _torch
 import torch.distributed as _dist
 
-from ._C import ProcessGroupCohort, TCPStore
+from ._C import ProcessGroupCohort, TCPStore, _CohortProcessGroup
 
 __all__ = ["ProcessGroupCohort", "TCPStore", "empty_symmetric", "monitored_barrier"]
 
@@ -62,15 +64,71 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     raises naming the first one (or, with wait_all_ranks, every one) that
     did not arrive within `timeout` (a timedelta; None: the group's)."""
     backend = _cohort_backend(group, "monitored_barrier")
-    if timeout is None:
-        timeout = _datetime.timedelta(0)
+    if timeout is None:  # the group's (torch: unset is -1, zero is zero)
+        timeout = _datetime.timedelta(milliseconds=-1)
     backend.monitored_barrier(timeout, wait_all_ranks)
+
+
+def _group_being_made():
+    """(group name, {device: backend name}) of the group torch is making
+    when its caller was called by torch's _new_process_group_helper (the
+    function that constructs backends), read from that function's locals;
+    (None, None) otherwise (another caller, such as the debug wrapper's
+    helper group, or torch's code no longer has them), and the callers then
+    take the safe way."""
+    frame = _sys._getframe(2)
+    config = frame.f_locals.get("backend_config") if frame is not None else None
+    if config is None or not hasattr(config, "get_device_backend_map"):
+        return None, None
+    return str(frame.f_locals.get("group_name")), dict(config.get_device_backend_map())
+
+
+def _only_backend(backend_map, name):
+    return backend_map is not None and set(backend_map.values()) == {name}
 
 
 def _create_backend(dist_backend_opts, backend_options=None):
     opts = dist_backend_opts
-    return ProcessGroupCohort(opts.store, opts.group_rank, opts.group_size, opts.timeout, str(opts.group_id))
+    backend = ProcessGroupCohort(opts.store, opts.group_rank, opts.group_size, opts.timeout, str(opts.group_id))
+    # torch keeps a ProcessGroup that the creator returns as it is; cohort's
+    # names itself "cohort" where torch's would say "custom" (DDP's logging
+    # data). With another backend for another device, torch must make the
+    # ProcessGroup itself, so the backend alone goes back.
+    if _only_backend(_group_being_made()[1], "cohort"):
+        return _CohortProcessGroup(opts.store, backend)
+    return backend
+
+
+def _is_cohort_group(group):
+    pg = group if group is not None else _dist.distributed_c10d._get_default_group()
+    try:
+        return isinstance(pg._get_backend(_torch.device("cpu")), ProcessGroupCohort)
+    except (RuntimeError, AttributeError, ValueError):
+        return False
+
+
+_torch_monitored_barrier = _dist.monitored_barrier
+
+
+def _monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier, which torch refuses for every
+    backend but gloo, also for cohort groups; other groups go to torch's."""
+    if _dist.distributed_c10d._rank_not_in_group(group) or not _is_cohort_group(group):
+        return _torch_monitored_barrier(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+    if isinstance(timeout, (int, float)):
+        timeout = _datetime.timedelta(seconds=timeout)
+    monitored_barrier(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+
+
+_monitored_barrier.__doc__ = (_torch_monitored_barrier.__doc__ or "") + "\n(cohort: also for cohort groups.)"
+_dist.monitored_barrier = _monitored_barrier
+_dist.distributed_c10d.monitored_barrier = _monitored_barrier
 
 
 if "COHORT" not in _dist.Backend._plugins:
     _dist.Backend.register_backend("cohort", _create_backend, extended_api=True, devices=["cpu"])
+
+if _os.environ.get("COHORT_AS_GLOO", "0") not in ("", "0"):
+    from . import as_gloo as _as_gloo
+
+    _as_gloo.install()

@@ -25,7 +25,11 @@ COHORT_PACKAGES=(
 # CUDA build of several GB), pytest, and NCCL's headers and library for
 # building the NCCL backend (no GPU is needed to build it).
 COHORT_PYTHON="${COHORT_PYTHON:-python3}"
-COHORT_PYTHON_PACKAGES=(torch==2.13.0 pytest nvidia-nccl-cu13==2.32.3)
+# torch's own test suite needs expecttest (scripts/torch_suite); the
+# framework clients the tests run over cohort (tests/python/test_clients.py)
+# are pinned to versions that keep torch 2.13.0.
+COHORT_PYTHON_PACKAGES=(torch==2.13.0 pytest nvidia-nccl-cu13==2.32.3 expecttest==0.3.0
+  pytorch-lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0)
 
 # ensure_python_packages installs the pip packages COHORT_PYTHON lacks;
 # silent when it has them all.

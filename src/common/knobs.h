@@ -355,6 +355,13 @@ inline constexpr KnobSpec kStallWarnS{
     0,
     31536000};
 
+inline constexpr KnobSpec kAsGloo{
+    "COHORT_AS_GLOO", KnobType::kBool, "0",
+    "Python only: every process group torch makes for the backend \"gloo\" is a cohort group, so a "
+    "program or framework that asks for gloo on CPU runs on cohort unmodified. Read when the "
+    "interpreter starts (sitecustomize.py on build/python, or cohort_torch.pth once installed) and "
+    "when cohort_torch is imported; cohortrun --as-gloo sets it (docs/python.md)."};
+
 inline constexpr const KnobSpec* kAllKnobs[] = {
     &kLogLevel,
     &kDebug,
@@ -386,6 +393,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kTraceBufferEntries,
     &kTraceDir,
     &kStallWarnS,
+    &kAsGloo,
 };
 
 }  // namespace knobs

@@ -179,6 +179,9 @@ CliOutcome parse_command_line(int argc, char** argv) {
   app.add_option(names("--shutdown-timeout"), shutdown_timeout,
                  "Seconds the workers get after the stop signal before SIGKILL "
                  "(default COHORT_LAUNCHER_STOP_TIMEOUT_S)");
+  app.add_flag(names("--as-gloo"), c.as_gloo,
+               "Python workers get cohort groups where they ask torch for gloo (sets COHORT_AS_GLOO=1; "
+               "docs/python.md)");
   app.add_flag(names("--use-env"), use_env,
                "LOCAL_RANK in the environment only (cohortrun's way; under cohort-launch, as under "
                "torch.distributed.launch, the program otherwise gets --local-rank=N)");

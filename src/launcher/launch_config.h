@@ -61,6 +61,9 @@ struct LaunchConfig {
   // Where the program runs in Python: a folder put in front of the
   // workers' PYTHONPATH (the cohort_torch package of this build).
   std::string python_path;
+  // --as-gloo: the workers' Python programs get cohort groups where they ask
+  // torch for "gloo" (COHORT_AS_GLOO=1; python/cohort_torch/as_gloo.py).
+  bool as_gloo = false;
 };
 
 // parse_nnodes reads "N" or "MIN:MAX"; throws InvalidArgument.

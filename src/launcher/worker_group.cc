@@ -111,6 +111,7 @@ std::vector<std::string> worker_environment(const LaunchConfig& config, const Ro
     set("PYTHONPATH",
         config.python_path + (old != vars.end() && !old->second.empty() ? ":" + old->second : ""));
   }
+  if (config.as_gloo) set("COHORT_AS_GLOO", "1");
   // As torchrun: one thread per worker unless the user chose otherwise.
   if (!vars.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", "1");
   std::vector<std::string> out;

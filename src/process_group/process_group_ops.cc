@@ -478,14 +478,25 @@ void ProcessGroup::monitored_barrier(const BarrierOptions& o, bool wait_all_rank
   if (!is_member()) return;
   if (size() == 1) return;
   const auto timeout = o.timeout.count() > 0 ? o.timeout : timeout_;
+  // The messages use torch's words ("Rank 1 failed to pass
+  // monitoredBarrier in 2000 ms"): torch's tests and users' log searches
+  // match on them. cohort adds the group and the cause.
+  const std::string where = "monitored_barrier of group " + name_ + ": ";
   P2POptions p;
   p.tag = kMonitoredBarrierTag;
   p.timeout = timeout;
   p.async_op = true;
   uint8_t token = 1;
   if (rank_ != 0) {
-    send(Buffer::of(&token, 1), 0, p)->wait();
-    recv(Buffer::of(&token, 1), 0, p)->wait();  // rank 0 lets everyone go
+    try {
+      send(Buffer::of(&token, 1), 0, p)->wait();
+      recv(Buffer::of(&token, 1), 0, p)->wait();  // rank 0 lets everyone go
+    } catch (const Error& e) {
+      throw TimeoutError(where + "Rank " + std::to_string(rank_) +
+                         " successfully reached monitoredBarrier, but received errors while waiting for "
+                         "send/recv from rank 0. Please check rank 0 logs for faulty rank. (" +
+                         e.what() + ")");
+    }
     return;
   }
   std::vector<uint8_t> tokens(static_cast<size_t>(size()));
@@ -505,9 +516,9 @@ void ProcessGroup::monitored_barrier(const BarrierOptions& o, bool wait_all_rank
     if (!wait_all_ranks) missing.resize(1);
     std::string list;
     for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
-    throw TimeoutError("monitored_barrier of group " + name_ + ": rank" +
-                       (missing.size() > 1 ? "s [" : " [") + list + "] did not arrive within " +
-                       std::to_string(timeout.count()) + " ms (" + first_error + ")");
+    throw TimeoutError(where + (missing.size() > 1 ? "Ranks " : "Rank ") + list +
+                       " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) + " ms (" +
+                       first_error + ")");
   }
   std::vector<std::shared_ptr<Work>> releases;
   for (int q = 1; q < size(); ++q) releases.push_back(send(Buffer::of(&token, 1), q, p));

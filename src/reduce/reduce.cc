@@ -1,6 +1,7 @@
 #include "reduce/reduce.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -184,6 +185,15 @@ COHORT_KERNEL void scale_native(T* d, size_t n, double factor) {
   for (size_t i = 0; i < n; ++i) d[i] = d[i] * f;
 }
 
+// divide_native is AVG's scaling on integers, as NCCL defines it: the sum
+// divided by the group's size, truncated toward zero (C++'s integer
+// division). `factor` is 1/size; its reciprocal rounds back to the size.
+template <class T>
+COHORT_KERNEL void divide_native(T* d, size_t n, double factor) {
+  const T divisor = static_cast<T>(std::llround(1.0 / factor));
+  for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] / divisor);
+}
+
 template <class H>
 COHORT_KERNEL void scale_narrow(H* d, size_t n, double factor) {
   constexpr size_t kBlock = 256;
@@ -239,10 +249,15 @@ Status check_reduce_op(DType dtype, ReduceOp op) {
     return invalid_argument(std::string("ReduceOp ") + reduce_op_name(op) + " is not defined for " +
                             dtype_name(dtype) + " (bitwise ops need an integer or bool dtype)");
   }
-  const bool scaled = op.kind == ReduceOp::AVG || op.kind == ReduceOp::PREMUL_SUM;
-  if (scaled && !is_floating(dtype)) {
+  // AVG on integers is the sum divided by the size, truncated (NCCL's
+  // definition, which torch's frameworks rely on); on bool it means nothing.
+  if (op.kind == ReduceOp::AVG && dtype == DType::kBool) {
+    return invalid_argument(std::string("ReduceOp AVG is not defined for ") + dtype_name(dtype) +
+                            " (use MAX/BOR for any, MIN/BAND for all)");
+  }
+  if (op.kind == ReduceOp::PREMUL_SUM && !is_floating(dtype)) {
     return invalid_argument(std::string("ReduceOp ") + reduce_op_name(op) + " is not defined for " +
-                            dtype_name(dtype) + " (it needs a floating dtype; use SUM and divide)");
+                            dtype_name(dtype) + " (it needs a floating dtype; use SUM and multiply)");
   }
   return Status::ok_status();
 }
@@ -296,7 +311,17 @@ void scale(DType dtype, void* data, size_t n, double factor) {
       return scale_narrow(static_cast<Half*>(data), n, factor);
     case DType::kBFloat16:
       return scale_narrow(static_cast<BFloat16*>(data), n, factor);
-    default:
+    case DType::kInt8:
+      return divide_native(static_cast<int8_t*>(data), n, factor);
+    case DType::kUInt8:
+      return divide_native(static_cast<uint8_t*>(data), n, factor);
+    case DType::kInt16:
+      return divide_native(static_cast<int16_t*>(data), n, factor);
+    case DType::kInt32:
+      return divide_native(static_cast<int32_t*>(data), n, factor);
+    case DType::kInt64:
+      return divide_native(static_cast<int64_t*>(data), n, factor);
+    case DType::kBool:
       return;  // refused earlier by check_reduce_op
   }
 }

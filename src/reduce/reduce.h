@@ -16,13 +16,16 @@
 namespace cohort {
 
 // check_reduce_op fails with kInvalidArgument when `op` is not defined for
-// `dtype`: bitwise ops on floating types, AVG and PREMUL_SUM on integers.
+// `dtype`: bitwise ops on floating types, PREMUL_SUM on integers and bool,
+// AVG on bool.
 Status check_reduce_op(DType dtype, ReduceOp op);
 
 // reduce_into sets dst[i] = op(dst[i], src[i]) for i < count.
 void reduce_into(DType dtype, ReduceOp::Kind op, void* dst, const void* src, size_t count);
 
-// scale multiplies every element by `factor` (floating dtypes only).
+// scale multiplies every element by `factor`. Integers (AVG only, factor
+// 1/size) are divided by the size instead, truncated toward zero, as
+// NCCL's AVG does.
 void scale(DType dtype, void* data, size_t count, double factor);
 
 }  // namespace cohort

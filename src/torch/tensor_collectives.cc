@@ -2,6 +2,7 @@
 // torch.distributed's signatures (see include/cohort/tensor.h).
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "cohort/errors.h"
@@ -91,8 +92,13 @@ at::ScalarType to_scalar_type(DType dtype) {
 
 Buffer to_buffer(const at::Tensor& tensor, const char* what) {
   if (!tensor.defined()) throw InvalidArgument(std::string(what) + " is an undefined tensor");
-  if (tensor.is_sparse())
-    throw InvalidArgument(std::string(what) + " is sparse; cohort communicates dense tensors");
+  if (tensor.layout() != at::kStrided) {
+    std::ostringstream layout;
+    layout << tensor.layout();
+    throw InvalidArgument(std::string(what) + " has layout " + layout.str() +
+                          "; cohort communicates dense (strided) tensors, and all_reduce also sparse COO "
+                          "ones (SUM)");
+  }
   if (!tensor.is_contiguous()) {
     throw InvalidArgument(std::string(what) + " is not contiguous (shape " + shape_text(tensor.sizes()) +
                           ", strides " + shape_text(tensor.strides()) + "); call .contiguous() first");
@@ -110,8 +116,78 @@ Buffer to_buffer(const at::Tensor& tensor, const char* what) {
   return b;
 }
 
+namespace {
+
+// all_reduce_sparse sums a sparse COO tensor over the group as Gloo does:
+// every rank's coalesced indices and values are gathered (padded to the
+// largest count of nonzeros), and their coalesced sum replaces the tensor's
+// contents (it stays sparse). Blocking: its Work is complete on return.
+std::shared_ptr<Work> all_reduce_sparse(const at::Tensor& tensor, ReduceOp op, const GroupPtr& group) {
+  if (op.kind != ReduceOp::SUM) {
+    throw InvalidArgument(std::string("all_reduce of a sparse tensor supports ReduceOp SUM only, got ") +
+                          reduce_op_name(op));
+  }
+  const GroupPtr g = group ? group : default_group();
+  at::Tensor input = tensor.coalesce();
+  const int64_t nnz = input._nnz();
+  // What every rank must agree on, and its count of nonzeros.
+  std::vector<int64_t> meta = {nnz, input.sparse_dim(), input.dense_dim(),
+                               static_cast<int64_t>(to_dtype(input.scalar_type(), "all_reduce's tensor"))};
+  for (int64_t d : input.sizes()) meta.push_back(d);
+  at::Tensor mine = at::tensor(meta, at::kLong);
+  std::vector<at::Tensor> metas;
+  for (int q = 0; q < g->size(); ++q) metas.push_back(at::empty_like(mine));
+  all_gather(metas, mine, g)->wait();
+  int64_t most = 0;
+  for (int q = 0; q < g->size(); ++q) {
+    const int64_t* theirs = metas[q].data_ptr<int64_t>();
+    if (!std::equal(meta.begin() + 1, meta.end(), theirs + 1)) {
+      throw InvalidArgument("all_reduce of a sparse tensor: rank " + std::to_string(q) + " has shape " +
+                            shape_text(at::IntArrayRef(theirs + 4, meta.size() - 4)) + ", " +
+                            std::to_string(theirs[1]) + " sparse dims, dtype " +
+                            dtype_name(static_cast<DType>(theirs[3])) + "; this rank " +
+                            shape_text(input.sizes()) + ", " + std::to_string(input.sparse_dim()) +
+                            " sparse dims, dtype " + dtype_name(static_cast<DType>(meta[3])) +
+                            " (every rank must pass the same)");
+    }
+    most = std::max(most, metas[q][0].item<int64_t>());
+  }
+  // Indices [sparse_dim, most] and values [most, dense sizes...], padded.
+  at::Tensor indices = at::zeros({input.sparse_dim(), most}, at::kLong);
+  indices.narrow(1, 0, nnz).copy_(input._indices());
+  std::vector<int64_t> value_shape = input._values().sizes().vec();
+  value_shape[0] = most;
+  at::Tensor values = at::zeros(value_shape, input._values().options());
+  values.narrow(0, 0, nnz).copy_(input._values());
+  std::vector<at::Tensor> all_indices, all_values;
+  for (int q = 0; q < g->size(); ++q) {
+    all_indices.push_back(at::empty_like(indices));
+    all_values.push_back(at::empty_like(values));
+  }
+  all_gather(all_indices, indices, g)->wait();
+  std::shared_ptr<Work> last = all_gather(all_values, values, g);
+  last->wait();
+  for (int q = 0; q < g->size(); ++q) {
+    const int64_t n = metas[q][0].item<int64_t>();
+    all_indices[q] = all_indices[q].narrow(1, 0, n);
+    all_values[q] = all_values[q].narrow(0, 0, n);
+  }
+  at::Tensor sum =
+      at::sparse_coo_tensor(at::cat(all_indices, 1), at::cat(all_values, 0), input.sizes(), input.options())
+          .coalesce();
+  tensor.copy_(sum);
+  return last;
+}
+
+}  // namespace
+
 std::shared_ptr<Work> all_reduce(const at::Tensor& tensor, ReduceOp op, const GroupPtr& group,
                                  bool async_op) {
+  if (tensor.defined() && tensor.layout() == at::kSparse) {
+    const GroupPtr g = group ? group : default_group();
+    if (!g->is_member()) return all_reduce(Buffer{}, AllReduceOptions{}, g);
+    return all_reduce_sparse(tensor, op, g);
+  }
   AllReduceOptions o;
   o.op = op;
   o.async_op = async_op;

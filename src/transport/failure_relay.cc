@@ -149,7 +149,9 @@ void Engine::expire(Clock::time_point now) {
     if (p.body_recv) consider(p.body_recv->deadline, p.body_recv->what);
     for (const auto& s : p.sends) consider(s.deadline, s.what);
   }
-  if (what) fail(timeout_error(*what + " timed out: " + owed_peers()));
+  // "Timed out" capitalised and spaced as torch's own backends write it:
+  // torch's tests and frameworks match " (Timed out|closed|timeout) ".
+  if (what) fail(timeout_error(*what + ": Timed out (" + owed_peers() + ")"));
 }
 
 }  // namespace cohort

@@ -43,7 +43,12 @@ TEST(InvalidArgumentTest, EveryCheckNamesTheProblemAndTheGroupGoesOn) {
     EXPECT_INVALID(g.all_reduce(Buffer::of(f), band), "BAND is not defined for float32");
     AllReduceOptions avg;
     avg.op = ReduceOp::AVG;
-    EXPECT_INVALID(g.all_reduce(Buffer::of(i4), avg), "AVG is not defined for int32");
+    std::vector<uint8_t> flags(4, 1);
+    EXPECT_INVALID(g.all_reduce(Buffer{flags.data(), flags.size(), DType::kBool, Device{}}, avg),
+                   "AVG is not defined for bool");
+    AllReduceOptions premul;
+    premul.op = ReduceOp::premul_sum(0.5);
+    EXPECT_INVALID(g.all_reduce(Buffer::of(i4), premul), "PREMUL_SUM is not defined for int32");
     EXPECT_INVALID(g.all_reduce(Buffer{nullptr, 5, DType::kFloat32, Device{}}),
                    "null pointer with 5 elements");
     Buffer on_gpu = Buffer::of(f);

@@ -37,6 +37,16 @@ inline void set_value(DType d, void* p, size_t i, double v) {
   store_element(d, p, i, v);
 }
 
+// stored returns what `v` becomes once stored in `dtype` (wrapping, rounding).
+// It runs once per checked element, so it keeps the element on the stack:
+// a heap buffer per element made the matrix's checks spend most of their
+// time in malloc, several times over under AddressSanitizer.
+inline double stored(DType dtype, double v) {
+  alignas(8) unsigned char element[8];
+  set_value(dtype, element, 0, v);
+  return get_value(dtype, element, 0);
+}
+
 // expected is the reduction over `world` ranks of element i, before it is
 // stored in the dtype (set_value does the wrapping).
 inline double expected(DType dtype, ReduceOp op, int world, size_t i) {
@@ -94,6 +104,9 @@ inline double expected(DType dtype, ReduceOp op, int world, size_t i) {
         break;
     }
   }
+  // AVG on integers: the sum as the dtype holds it, divided by the size and
+  // truncated toward zero (NCCL's AVG, which cohort follows).
+  if (op.kind == ReduceOp::AVG && !is_floating(dtype)) return std::trunc(stored(dtype, acc) / world);
   if (op.kind == ReduceOp::AVG) acc /= world;
   return acc;
 }
@@ -108,16 +121,6 @@ struct TypedBuffer {
   double at(size_t i) const { return get_value(dtype, bytes.data(), i); }
   void set(size_t i, double v) { set_value(dtype, bytes.data(), i, v); }
 };
-
-// stored returns what `v` becomes once stored in `dtype` (wrapping, rounding).
-// It runs once per checked element, so it keeps the element on the stack:
-// a heap buffer per element made the matrix's checks spend most of their
-// time in malloc, several times over under AddressSanitizer.
-inline double stored(DType dtype, double v) {
-  alignas(8) unsigned char element[8];
-  set_value(dtype, element, 0, v);
-  return get_value(dtype, element, 0);
-}
 
 // close_enough compares a result with its reference: exact for integers,
 // within rounding for floating dtypes (AVG and PREMUL_SUM scale).
@@ -138,6 +141,7 @@ inline std::vector<ReduceOp> ops_for(DType dtype) {
     ops.push_back(ReduceOp::AVG);
     ops.push_back(ReduceOp::premul_sum(0.5));
   } else {
+    if (dtype != DType::kBool) ops.push_back(ReduceOp::AVG);
     ops.push_back(ReduceOp::BAND);
     ops.push_back(ReduceOp::BOR);
     ops.push_back(ReduceOp::BXOR);

@@ -191,10 +191,14 @@ TEST(MonitoredBarrierTest, PassesWhenAllArriveAndNamesTheRanksThatDoNot) {
       errors[g.rank()] = e.what();
     }
   });
-  EXPECT_NE(errors[0].find("monitored_barrier of group test: ranks [2, 3] did not arrive within 300 ms"),
+  EXPECT_NE(errors[0].find("monitored_barrier of group test: Ranks 2, 3 failed to pass monitoredBarrier in 300 ms"),
             std::string::npos)
       << errors[0];
   EXPECT_NE(errors[1].find("(passed)"), 0u) << "rank 1 cannot pass without rank 0's release";
+  EXPECT_NE(errors[1].find("Rank 1 successfully reached monitoredBarrier, but received errors while waiting "
+                           "for send/recv from rank 0"),
+            std::string::npos)
+      << errors[1];
 }
 
 }  // namespace

@@ -149,9 +149,9 @@ def test_broadcast_gather_scatter_and_all_to_all_of_every_dtype():
 
 
 def unsupported_pairs(rank, size):
-    """A bitwise op on a float and AVG on an integer: the error, on every rank."""
+    """A bitwise op on a float and AVG on bool: the error, on every rank."""
     messages = []
-    for dtype, op in [(torch.float32, dist.ReduceOp.BAND), (torch.int32, dist.ReduceOp.AVG)]:
+    for dtype, op in [(torch.float32, dist.ReduceOp.BAND), (torch.bool, dist.ReduceOp.AVG)]:
         try:
             dist.all_reduce(torch.ones(3, dtype=dtype), op=op)
             messages.append(None)
@@ -168,8 +168,31 @@ def test_an_op_a_dtype_cannot_take_raises_naming_both_and_the_group_goes_on():
     for rank in range(2):
         (band, avg), after = out[rank]
         assert band is not None and "BAND" in band and "float32" in band, band
-        assert avg is not None and "AVG" in avg and "int32" in avg, avg
+        assert avg is not None and "AVG" in avg and "bool" in avg, avg
         assert after == [2.0, 2.0]
+
+
+def integer_averages(rank, size):
+    got = {}
+    for dtype in (torch.int8, torch.uint8, torch.int32, torch.int64):
+        signed = dtype != torch.uint8
+        t = torch.tensor([1 + rank, 7 * rank, (-5 if signed else 5) - rank, 20], dtype=dtype)
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        got[str(dtype)] = t.tolist()
+    return got
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_avg_on_integers_is_the_sum_divided_by_the_size_truncated_as_nccl(size):
+    out = run_ranks(integer_averages, size)
+    for dtype in (torch.int8, torch.uint8, torch.int32, torch.int64):
+        signed = dtype != torch.uint8
+        sums = [sum(1 + r for r in range(size)), sum(7 * r for r in range(size)),
+                sum((-5 if signed else 5) - r for r in range(size)), 20 * size]
+        # Truncation toward zero: -3.5 is -3, as NCCL's (and C's) integer division.
+        want = [int(s / size) for s in sums]
+        for rank in range(size):
+            assert out[rank][str(dtype)] == want, (dtype, rank, out[rank][str(dtype)], want)
 
 
 def object_collectives(rank, size):

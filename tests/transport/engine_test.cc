@@ -360,7 +360,7 @@ TEST(Engine, AReceiveNothingAnswersTimesOutAtItsDeadlineNamingWhatItWaitsFor) {
   const auto waited = Clock::now() - start;
 
   EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.message();
-  EXPECT_TRUE(says(st, "all_reduce #3 timed out"));
+  EXPECT_TRUE(says(st, "all_reduce #3: Timed out (still waiting"));
   EXPECT_TRUE(says(st, "still waiting to receive from ranks [1]"));
   EXPECT_GE(waited, milliseconds(200));
   EXPECT_LT(waited, milliseconds(5000));

@@ -522,7 +522,7 @@ void MpiBackend::progress(Deadline until) {
         }
       }
       complete_pending(
-          i, Status(StatusCode::kTimeout, pending_[i].what + ": timed out (the peer never matched it)"), -1);
+          i, Status(StatusCode::kTimeout, pending_[i].what + ": Timed out (the peer never matched it)"), -1);
     }
     if (woken_.exchange(false, std::memory_order_acq_rel) || until.expired()) return;
     backoff(&spins, true);

@@ -262,7 +262,7 @@ Status HostSlots::wait_for(int local, uint64_t target, Deadline deadline,
       }
     }
     if (deadline.expired()) {
-      return timeout_error(what + " timed out: still waiting in shared memory for ranks " + peer_names());
+      return timeout_error(what + ": Timed out (still waiting in shared memory for ranks " + peer_names() + ")");
     }
   }
 }

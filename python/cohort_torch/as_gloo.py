@@ -1,0 +1,94 @@
+"""cohort standing in for gloo: every process group torch makes for the
+backend "gloo" (the default group, new_group, DeviceMesh's, the debug
+wrapper's helper) is a cohort group, while torch and the program still see
+the name "gloo". So an unmodified program or framework that asks for gloo
+on CPU (PyTorch Lightning, accelerate, transformers choose it themselves)
+runs on cohort by the user's choice alone:
+
+    COHORT_AS_GLOO=1 python3 train.py          # with cohort_torch installed
+    cohortrun --as-gloo ... train.py           # the same through cohortrun
+
+importing cohort_torch with COHORT_AS_GLOO set calls install(); the
+interpreter-start hooks (sitecustomize.py in the build's python folder,
+cohort_torch.pth when installed) import it when the variable is set.
+
+How: torch builds a gloo group by calling the name ProcessGroupGloo in
+torch.distributed.distributed_c10d, then checks the result with isinstance
+and asks it for sequence numbers. install() replaces that name with a class
+whose construction returns cohort's backend and that counts cohort's
+backends (and torch's real gloo ones) as its instances. torch's Python
+layer is the only place this works; C++ code that casts to gloo's class
+would not see cohort, and none on torch's CPU path does.
+"""
+
+import torch.distributed.distributed_c10d as _c10d
+
+from ._C import ProcessGroupCohort, _CohortProcessGroup
+
+__all__ = ["install", "installed"]
+
+_real_gloo = getattr(_c10d, "ProcessGroupGloo", None)
+
+
+class _GlooLike(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, (ProcessGroupCohort, _CohortProcessGroup)) or (
+            _real_gloo is not None and isinstance(obj, _real_gloo))
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, (ProcessGroupCohort, _CohortProcessGroup)) or (
+            _real_gloo is not None and issubclass(sub, _real_gloo))
+
+
+class ProcessGroupGloo(metaclass=_GlooLike):
+    """Stands for torch's ProcessGroupGloo: constructing it makes a cohort
+    group over the same store, rank, size and timeout."""
+
+    Options = getattr(_real_gloo, "Options", None)
+
+    def __new__(cls, store, rank, size, timeout=None, *args, **kwargs):
+        import cohort_torch
+
+        if timeout is None:
+            timeout = _c10d.default_pg_timeout
+        group_name, backend_map = cohort_torch._group_being_made()
+        made = ProcessGroupCohort(store, rank, size, timeout, group_name or "gloo")
+        # A group that is gloo alone goes back as a ProcessGroup, which torch
+        # keeps as it is: it names itself "cohort" to torch's C++ side. Named
+        # "gloo" there, DDP's logger would read gloo's private state out of
+        # cohort's backend (a crash). With another backend for another
+        # device, torch makes the ProcessGroup and the backend goes back.
+        if cohort_torch._only_backend(backend_map, "gloo"):
+            made = _CohortProcessGroup(store, made)
+        # torch writes global_ranks_in_group and group_name into .options.
+        made.options = type("Options", (), {})()
+        return made
+
+    @staticmethod
+    def create_device(hostname="", interface="", lazy_init=None):
+        if _real_gloo is None:
+            raise RuntimeError("cohort_torch.as_gloo: torch has no gloo to make a device with")
+        return _real_gloo.create_device(hostname=hostname, interface=interface, lazy_init=lazy_init)
+
+    @staticmethod
+    def create_default_device(lazy_init=None):
+        return _real_gloo.create_default_device(lazy_init=lazy_init)
+
+
+def installed():
+    """Whether torch's gloo groups are cohort groups in this process."""
+    return _c10d.ProcessGroupGloo is ProcessGroupGloo
+
+
+def install():
+    """From now on every group torch makes for "gloo" is a cohort group.
+    Groups made before stay as they are. Idempotent."""
+    if installed():
+        return
+    _c10d.ProcessGroupGloo = ProcessGroupGloo
+    # torch checks that gloo is there before making a gloo group.
+    _c10d._GLOO_AVAILABLE = True
+    _c10d.is_gloo_available = lambda: True
+    import torch.distributed as _dist
+
+    _dist.is_gloo_available = _c10d.is_gloo_available
