@@ -2,6 +2,7 @@
 
 #include <ATen/Functions.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -26,10 +27,35 @@ using WorkList = std::vector<std::shared_ptr<cohort::Work>>;
 // and completed by the last of them, with the outputs or the first error.
 class CohortWork : public c10d::Work {
  public:
-  CohortWork(int rank, c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type), works_(std::move(works)), outputs_(std::move(outputs)) {}
+  // `title` (or null) names the profiler's event ("cohort:all_reduce"),
+  // which records `inputs`' shapes and lasts until the Works complete, as
+  // torch's own backends' events do.
+  CohortWork(int rank, c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
+             WorkList works, std::vector<at::Tensor> outputs)
+      : c10d::Work(rank, type, title,
+                   title ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt),
+        works_(std::move(works)),
+        outputs_(std::move(outputs)) {}
+
+  // end_event_when_done ends the profiler's event when the last Work
+  // completes (at once if they have). `self` is this Work, kept alive by
+  // the callbacks until then.
+  static void end_event_when_done(const c10::intrusive_ptr<CohortWork>& self) {
+    self->profiled_ = true;
+    auto remaining = std::make_shared<std::atomic<size_t>>(self->works_.size());
+    if (self->works_.empty()) return self->finish();
+    for (const auto& w : self->works_) {
+      w->then([self, remaining](cohort::Work& done) {
+        if (remaining->fetch_sub(1) == 1) self->finish(done.exception());
+      });
+    }
+  }
 
   bool isCompleted() override {
+    if (profiled_) {  // complete once the profiler's event has ended too
+      std::lock_guard<std::mutex> lock(mutex_);
+      return completed_;
+    }
     for (const auto& w : works_) {
       if (!w->is_completed()) return false;
     }
@@ -54,6 +80,13 @@ class CohortWork : public c10d::Work {
   // own" agree; the operation's deadline bounds it in any case.
   bool wait(std::chrono::milliseconds timeout) override {
     for (const auto& w : works_) w->wait(timeout.count() > 0 ? timeout : std::chrono::milliseconds(0));
+    if (profiled_) {
+      // The Works' callbacks, which end the profiler's event, may still be
+      // running on the thread that completed the last: the caller may stop
+      // the profiler as soon as this returns, so wait for them too.
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return completed_; });
+    }
     return true;
   }
 
@@ -97,6 +130,7 @@ class CohortWork : public c10d::Work {
   const std::vector<at::Tensor> outputs_;
   std::mutex mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool profiled_ = false;  // a profiler's event ends when the Works complete
 };
 
 // only is the one tensor of a per-device list: cohort runs one device's
@@ -158,9 +192,10 @@ cohort::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const char* what) {
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Work> CohortBackend::finish(c10d::OpType type, WorkList works,
+c10::intrusive_ptr<c10d::Work> CohortBackend::finish(c10d::OpType type, const char* op, WorkList works,
                                                      std::vector<at::Tensor> outputs,
-                                                     std::vector<at::Tensor> keep) {
+                                                     std::vector<at::Tensor> keep,
+                                                     const std::vector<at::Tensor>& inputs) {
   // An async call's tensors (`keep`) stay alive until its Works complete,
   // whatever torch's caller does with the handle: the callback holds them.
   for (const auto& w : works) {
@@ -170,11 +205,20 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::finish(c10d::OpType type, WorkList
     coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
     coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
   }
-  return c10::make_intrusive<CohortWork>(rank_, type, std::move(works), std::move(outputs));
+  // The profiler's event, only while a profiler listens: naming it costs
+  // a string and an allocation per call.
+  if (!at::hasCallbacks()) {
+    return c10::make_intrusive<CohortWork>(rank_, type, nullptr, inputs, std::move(works), std::move(outputs));
+  }
+  const std::string title = profiling_name_ + ":" + op;
+  auto work = c10::make_intrusive<CohortWork>(rank_, type, title.c_str(), inputs, std::move(works),
+                                              std::move(outputs));
+  CohortWork::end_event_when_done(work);
+  return work;
 }
 
 template <class One>
-c10::intrusive_ptr<c10d::Work> CohortBackend::pairwise(const std::string& op,
+c10::intrusive_ptr<c10d::Work> CohortBackend::pairwise(const char* profiled_op, const std::string& op,
                                                        std::vector<at::Tensor>& outputs,
                                                        std::vector<at::Tensor>& inputs, One&& one) {
   if (outputs.size() != inputs.size()) {
@@ -188,7 +232,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::pairwise(const std::string& op,
   }
   std::vector<at::Tensor> keep(outputs);
   keep.insert(keep.end(), inputs.begin(), inputs.end());
-  return finish(c10d::OpType::COALESCED, std::move(works), outputs, std::move(keep));
+  return finish(c10d::OpType::COALESCED, profiled_op, std::move(works), outputs, std::move(keep), inputs);
 }
 
 void CohortBackend::startCoalescing() {
@@ -209,8 +253,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::endCoalescing() {
   coalesced_works_.clear();
   coalesced_outputs_.clear();
   // The calls are in flight already; this Work ends with the last of them.
-  return c10::make_intrusive<CohortWork>(rank_, c10d::OpType::COALESCED, std::move(works),
-                                         std::move(outputs));
+  return c10::make_intrusive<CohortWork>(rank_, c10d::OpType::COALESCED, nullptr, std::vector<at::Tensor>{},
+                                         std::move(works), std::move(outputs));
 }
 
 CohortBackend::CohortBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -241,8 +285,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::broadcast(std::vector<at::Tensor>&
   at::Tensor& t = only(tensors, "broadcast");
   auto o = options<cohort::BroadcastOptions>(opts.timeout, async_op(opts.asyncOp));
   o.src = static_cast<int>(opts.rootRank);
-  return finish(c10d::OpType::BROADCAST, {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)}, tensors,
-                tensors);
+  return finish(c10d::OpType::BROADCAST, "broadcast", {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)},
+                tensors, tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -250,22 +294,22 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>&
   at::Tensor& t = only(tensors, "all_reduce");
   if (t.layout() == at::kSparse) {
     // Sparse COO, as Gloo: blocking, its Work complete on return.
-    return finish(c10d::OpType::ALLREDUCE,
-                  {cohort::all_reduce(t, to_reduce_op(opts.reduceOp, "all_reduce"), group_)}, tensors, {});
+    return finish(c10d::OpType::ALLREDUCE, "all_reduce",
+                  {cohort::all_reduce(t, to_reduce_op(opts.reduceOp, "all_reduce"), group_)}, tensors, {}, tensors);
   }
   auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "all_reduce");
-  return finish(c10d::OpType::ALLREDUCE, {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)},
-                tensors, tensors);
+  return finish(c10d::OpType::ALLREDUCE, "all_reduce", {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)},
+                tensors, tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "all_reduce_coalesced");
-  return finish(c10d::OpType::ALLREDUCE_COALESCED,
+  return finish(c10d::OpType::ALLREDUCE_COALESCED, "all_reduce",
                 {group_->all_reduce_coalesced(buffers_of(tensors, "all_reduce_coalesced's tensor"), o)},
-                tensors, tensors);
+                tensors, tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -274,7 +318,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::reduce(std::vector<at::Tensor>& te
   auto o = options<cohort::ReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.dst = static_cast<int>(opts.rootRank);
   o.op = to_reduce_op(opts.reduceOp, "reduce");
-  return finish(c10d::OpType::REDUCE, {group_->reduce(to_buffer(t, "reduce's tensor"), o)}, tensors, tensors);
+  return finish(c10d::OpType::REDUCE, "reduce", {group_->reduce(to_buffer(t, "reduce's tensor"), o)}, tensors,
+                tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -285,19 +330,19 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allgather(std::vector<std::vector<
   auto o = options<cohort::AllGatherOptions>(opts.timeout, async_op(opts.asyncOp));
   std::vector<at::Tensor> keep = outputs.front();
   keep.push_back(input);
-  return finish(c10d::OpType::ALLGATHER,
+  return finish(c10d::OpType::ALLGATHER, "all_gather",
                 {group_->all_gather(buffers_of(outputs.front(), "all_gather's output"),
                                     to_buffer(input, "all_gather's input"), o)},
-                outputs.front(), std::move(keep));
+                outputs.front(), std::move(keep), inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
   auto o = options<cohort::AllGatherOptions>(opts.timeout, async_op(opts.asyncOp));
-  return finish(c10d::OpType::_ALLGATHER_BASE,
+  return finish(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor",
                 {group_->all_gather_into_tensor(to_buffer(output, "all_gather_into_tensor's output"),
                                                 to_buffer(input, "all_gather_into_tensor's input"), o)},
-                {output}, {output, input});
+                {output}, {output, input}, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(
@@ -329,13 +374,14 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(
   }
   for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   keep.insert(keep.end(), flat.begin(), flat.end());
-  return finish(c10d::OpType::ALLGATHER_COALESCED, std::move(works), std::move(flat), std::move(keep));
+  return finish(c10d::OpType::ALLGATHER_COALESCED, "all_gather", std::move(works), std::move(flat), std::move(keep),
+                inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
-  return pairwise("all_gather_into_tensor", outputs, inputs,
+  return pairwise("all_gather_into_tensor", "all_gather_into_tensor", outputs, inputs,
                   [&](const cohort::Buffer& out, const cohort::Buffer& in) {
                     return group_->all_gather_into_tensor(out, in, o);
                   });
@@ -354,9 +400,9 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::gather(std::vector<std::vector<at:
   }
   std::vector<at::Tensor> keep(list);
   keep.push_back(input);
-  return finish(c10d::OpType::GATHER,
+  return finish(c10d::OpType::GATHER, "gather",
                 {group_->gather(buffers_of(list, "gather's output"), to_buffer(input, "gather's input"), o)},
-                list, std::move(keep));
+                list, std::move(keep), inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -373,9 +419,9 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::scatter(std::vector<at::Tensor>& o
   std::vector<at::Tensor> keep(list);
   keep.push_back(output);
   return finish(
-      c10d::OpType::SCATTER,
+      c10d::OpType::SCATTER, "scatter",
       {group_->scatter(to_buffer(output, "scatter's output"), buffers_of(list, "scatter's input"), o)},
-      outputs, std::move(keep));
+      outputs, std::move(keep), list);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -387,20 +433,21 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter(std::vector<at::Ten
   o.op = to_reduce_op(opts.reduceOp, "reduce_scatter");
   std::vector<at::Tensor> keep(inputs.front());
   keep.push_back(output);
-  return finish(c10d::OpType::REDUCE_SCATTER,
+  return finish(c10d::OpType::REDUCE_SCATTER, "reduce_scatter",
                 {group_->reduce_scatter(to_buffer(output, "reduce_scatter's output"),
                                         buffers_of(inputs.front(), "reduce_scatter's input"), o)},
-                outputs, std::move(keep));
+                outputs, std::move(keep), inputs.front());
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                    const c10d::ReduceScatterOptions& opts) {
   auto o = options<cohort::ReduceScatterOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor");
-  return finish(c10d::OpType::_REDUCE_SCATTER_BASE,
+  // The event records the output, as Gloo's does (torch's tests check it).
+  return finish(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
                 {group_->reduce_scatter_tensor(to_buffer(output, "reduce_scatter_tensor's output"),
                                                to_buffer(input, "reduce_scatter_tensor's input"), o)},
-                {output}, {output, input});
+                {output}, {output, input}, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter_tensor_coalesced(
@@ -408,7 +455,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter_tensor_coalesced(
     const c10d::ReduceScatterOptions& opts) {
   auto o = options<cohort::ReduceScatterOptions>(opts.timeout, true);
   o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
-  return pairwise("reduce_scatter_tensor", outputs, inputs,
+  return pairwise("reduce_scatter_tensor", "reduce_scatter_tensor", outputs, inputs,
                   [&](const cohort::Buffer& out, const cohort::Buffer& in) {
                     return group_->reduce_scatter_tensor(out, in, o);
                   });
@@ -422,7 +469,7 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall_base(at::Tensor& output, 
   // core's element counts and checks them.
   auto work = cohort::all_to_all_single(output, input, output_split_sizes, input_split_sizes, group_, true);
   if (!async_op(opts.asyncOp)) work->wait();
-  return finish(c10d::OpType::ALLTOALL_BASE, {work}, {output}, {output, input});
+  return finish(c10d::OpType::ALLTOALL_BASE, "all_to_all", {work}, {output}, {output, input}, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -431,34 +478,35 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall(std::vector<at::Tensor>& 
   auto o = options<cohort::AllToAllOptions>(opts.timeout, async_op(opts.asyncOp));
   std::vector<at::Tensor> keep(outputs);
   keep.insert(keep.end(), inputs.begin(), inputs.end());
-  return finish(c10d::OpType::ALLTOALL,
+  return finish(c10d::OpType::ALLTOALL, "all_to_all",
                 {group_->all_to_all(buffers_of(outputs, "all_to_all's output"),
                                     buffers_of(inputs, "all_to_all's input"), o)},
-                outputs, std::move(keep));
+                outputs, std::move(keep), inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   at::Tensor& t = only(tensors, "send");
-  return finish(c10d::OpType::SEND, {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {}, tensors);
+  return finish(c10d::OpType::SEND, "send", {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {}, tensors,
+                tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   at::Tensor& t = only(tensors, "recv");
-  return finish(c10d::OpType::RECV, {group_->irecv(to_buffer(t, "recv's tensor"), src, tag)}, tensors,
-                tensors);
+  return finish(c10d::OpType::RECV, "recv", {group_->irecv(to_buffer(t, "recv's tensor"), src, tag)}, tensors,
+                tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   at::Tensor& t = only(tensors, "recv");
-  return finish(c10d::OpType::RECVANYSOURCE,
+  return finish(c10d::OpType::RECVANYSOURCE, "recvAnySource",
                 {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors,
-                tensors);
+                tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::barrier(const c10d::BarrierOptions& opts) {
-  return finish(c10d::OpType::BARRIER,
+  return finish(c10d::OpType::BARRIER, "barrier",
                 {group_->barrier(options<cohort::BarrierOptions>(opts.timeout, async_op(opts.asyncOp)))}, {},
-                {});
+                {}, {});
 }
 
 void CohortBackend::setSequenceNumberForGroup() {

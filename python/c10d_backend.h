@@ -89,6 +89,10 @@ class CohortBackend : public c10d::Backend {
   // other ranks' blocks in place. Collective over the group.
   at::Tensor alloc_symmetric(int64_t bytes);
 
+  // set_profiling_name names the profiler's events "<name>:<op>"; set once,
+  // before the group's first call.
+  void set_profiling_name(const std::string& name) { profiling_name_ = name; }
+
   // Coalescing (torch's _coalescing_manager and batch_isend_irecv): the
   // calls between startCoalescing and endCoalescing run asynchronously, all
   // in flight together, and endCoalescing's Work ends with the last.
@@ -104,15 +108,21 @@ class CohortBackend : public c10d::Backend {
   bool async_op(bool requested) const { return requested || coalescing_; }
   // finish wraps `works` for torch (its future completes with `outputs`),
   // keeps `keep` alive until they complete, and records them when coalescing.
-  c10::intrusive_ptr<c10d::Work> finish(c10d::OpType type, WorkList works, std::vector<at::Tensor> outputs,
-                                        std::vector<at::Tensor> keep);
+  // `op` names the profiler's event ("<profiling name>:<op>", recording
+  // `inputs`' shapes), made only while a profiler listens.
+  c10::intrusive_ptr<c10d::Work> finish(c10d::OpType type, const char* op, WorkList works,
+                                        std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
+                                        const std::vector<at::Tensor>& inputs);
   // pairwise runs `one` (an async call) on each (output, input) pair of a
   // coalesced call, all in flight together; the Work ends with the last.
   template <class One>
-  c10::intrusive_ptr<c10d::Work> pairwise(const std::string& op, std::vector<at::Tensor>& outputs,
+  c10::intrusive_ptr<c10d::Work> pairwise(const char* profiled_op, const std::string& op, std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs, One&& one);
 
   std::shared_ptr<cohort::ProcessGroup> group_;
+  // The profiler's events are "<profiling_name_>:<op>": "cohort", or the
+  // name cohort stands in for (as_gloo.py sets "gloo").
+  std::string profiling_name_ = "cohort";
   bool coalescing_ = false;
   WorkList coalesced_works_;                   // the Works made while coalescing
   std::vector<at::Tensor> coalesced_outputs_;  // and their outputs

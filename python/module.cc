@@ -28,6 +28,8 @@ PYBIND11_MODULE(_C, m) {
            py::arg("group_name") = "0",
            // Joining blocks until every rank has: other Python threads run on.
            py::call_guard<py::gil_scoped_release>())
+      .def("_set_profiling_name", &cohort_torch::CohortBackend::set_profiling_name, py::arg("name"),
+           "Names the profiler's events '<name>:<op>' (default 'cohort'; the gloo stand-in sets 'gloo').")
       .def("_alloc_symmetric", &cohort_torch::CohortBackend::alloc_symmetric, py::arg("bytes"),
            "A uint8 tensor of `bytes` on a block every rank of the group on this host maps "
            "(cohort_torch.empty_symmetric wraps it); collective.",

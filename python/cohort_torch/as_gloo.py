@@ -53,6 +53,7 @@ class ProcessGroupGloo(metaclass=_GlooLike):
             timeout = _c10d.default_pg_timeout
         group_name, backend_map = cohort_torch._group_being_made()
         made = ProcessGroupCohort(store, rank, size, timeout, group_name or "gloo")
+        made._set_profiling_name("gloo")  # the profiler's events, as torch's tests expect for gloo
         # A group that is gloo alone goes back as a ProcessGroup, which torch
         # keeps as it is: it names itself "cohort" to torch's C++ side. Named
         # "gloo" there, DDP's logger would read gloo's private state out of

@@ -6,8 +6,9 @@ DistributedTest._DistTestBase subclass, WORLD_SIZE=3), over gloo or cohort.
 COHORT_SUITE_MODE picks the run:
   gloo            torch's gloo, the reference.
   cohort          backend "cohort"; the suite's gates (the tests it skips
-                  unless BACKEND is gloo, nccl, ...) are evaluated as for
-                  gloo, so cohort runs every test gloo runs.
+                  unless BACKEND is gloo, nccl, ...) and the branches inside
+                  its tests are taken as for gloo, so cohort runs every test
+                  gloo runs, as gloo runs it.
   cohort-as-gloo  backend "gloo" with COHORT_AS_GLOO=1: every group torch
                   makes is a cohort group while torch and the tests see gloo.
   cohort-as-mpi   backend "cohort", gated as for mpi (the CPU tests the suite
@@ -46,8 +47,31 @@ from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed import distributed_test  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
 
-distributed_test.BACKEND = _RUNS_AS[MODE]
-os.environ["BACKEND"] = _RUNS_AS[MODE]
+
+
+class _BackendName(str):
+    """The suite's BACKEND in the modes that run "cohort" under another
+    backend's gates: its value, which is what reaches torch
+    (init_process_group, new_group), is "cohort"; compared with a name it
+    also equals the gated one, so every branch the suite takes inside a test
+    for gloo (or mpi) it takes for cohort too."""
+
+    def __new__(cls, value, gated_as):
+        name = super().__new__(cls, value)
+        name.gated_as = gated_as
+        return name
+
+    def __eq__(self, other):
+        return str.__eq__(self, other) or other == self.gated_as
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+if _RUNS_AS[MODE] != _GATES[MODE]:
+    distributed_test.BACKEND = _BackendName(_RUNS_AS[MODE], _GATES[MODE])
 if MODE == "cohort-as-gloo":
     assert cohort_torch.as_gloo.installed(), "COHORT_AS_GLOO=1 did not install the stand-in"
 
