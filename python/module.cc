@@ -35,15 +35,17 @@ PYBIND11_MODULE(_C, m) {
            "(cohort_torch.empty_symmetric wraps it); collective.",
            py::call_guard<py::gil_scoped_release>());
 
-  py::class_<cohort_torch::CohortProcessGroup, c10d::ProcessGroup,
-             c10::intrusive_ptr<cohort_torch::CohortProcessGroup>>(
-      m, "_CohortProcessGroup", py::dynamic_attr(),
-      "The ProcessGroup torch keeps for a group of the backend 'cohort' alone: it names itself 'cohort'.")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store,
-                       const c10::intrusive_ptr<cohort_torch::CohortBackend>& backend) {
-             return c10::make_intrusive<cohort_torch::CohortProcessGroup>(store, backend);
-           }),
-           py::arg("store"), py::arg("backend"));
+  // Deliberately not a registered class: Python sees the group as torch's
+  // own ProcessGroup type, which torch checks exactly (`type(group) is
+  // ProcessGroup`) before it coalesces batch_isend_irecv.
+  m.def(
+      "_cohort_process_group",
+      [](const c10::intrusive_ptr<c10d::Store>& store,
+         const c10::intrusive_ptr<cohort_torch::CohortBackend>& backend) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+        return c10::make_intrusive<cohort_torch::CohortProcessGroup>(store, backend);
+      },
+      py::arg("store"), py::arg("backend"),
+      "The ProcessGroup torch keeps for a cohort group: it names itself 'cohort' to torch's C++ side.");
 
   py::class_<cohort_torch::TorchTcpStore, c10d::Store, c10::intrusive_ptr<cohort_torch::TorchTcpStore>>(
       m, "TCPStore",

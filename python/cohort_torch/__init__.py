@@ -20,7 +20,7 @@ import sys as _sys
 import torch as _torch
 import torch.distributed as _dist
 
-from ._C import ProcessGroupCohort, TCPStore, _CohortProcessGroup
+from ._C import ProcessGroupCohort, TCPStore, _cohort_process_group
 
 __all__ = ["ProcessGroupCohort", "TCPStore", "empty_symmetric", "monitored_barrier"]
 
@@ -95,7 +95,7 @@ def _create_backend(dist_backend_opts, backend_options=None):
     # data). With another backend for another device, torch must make the
     # ProcessGroup itself, so the backend alone goes back.
     if _only_backend(_group_being_made()[1], "cohort"):
-        return _CohortProcessGroup(opts.store, backend)
+        return _cohort_process_group(opts.store, backend)
     return backend
 
 

@@ -21,23 +21,41 @@ layer is the only place this works; C++ code that casts to gloo's class
 would not see cohort, and none on torch's CPU path does.
 """
 
+import torch
 import torch.distributed.distributed_c10d as _c10d
 
-from ._C import ProcessGroupCohort, _CohortProcessGroup
+from ._C import ProcessGroupCohort, _cohort_process_group
 
 __all__ = ["install", "installed"]
 
 _real_gloo = getattr(_c10d, "ProcessGroupGloo", None)
 
 
+def _is_cohort(obj):
+    if isinstance(obj, ProcessGroupCohort):
+        return True
+    if not isinstance(obj, _c10d.ProcessGroup):
+        return False
+    try:
+        return isinstance(obj._get_backend(torch.device("cpu")), ProcessGroupCohort)
+    except RuntimeError:
+        return False
+
+
 class _GlooLike(type):
+    """isinstance(x, ProcessGroupGloo) holds for torch's gloo backends and for
+    what the stand-in makes: cohort backends, and ProcessGroups over one."""
+
     def __instancecheck__(cls, obj):
-        return isinstance(obj, (ProcessGroupCohort, _CohortProcessGroup)) or (
-            _real_gloo is not None and isinstance(obj, _real_gloo))
+        return _is_cohort(obj) or (_real_gloo is not None and isinstance(obj, _real_gloo))
 
     def __subclasscheck__(cls, sub):
-        return issubclass(sub, (ProcessGroupCohort, _CohortProcessGroup)) or (
-            _real_gloo is not None and issubclass(sub, _real_gloo))
+        return issubclass(sub, ProcessGroupCohort) or (_real_gloo is not None and issubclass(sub, _real_gloo))
+
+
+class _Options:
+    """Takes what torch writes into a gloo backend's options
+    (global_ranks_in_group, group_name); cohort has its own."""
 
 
 class ProcessGroupGloo(metaclass=_GlooLike):
@@ -60,9 +78,8 @@ class ProcessGroupGloo(metaclass=_GlooLike):
         # cohort's backend (a crash). With another backend for another
         # device, torch makes the ProcessGroup and the backend goes back.
         if cohort_torch._only_backend(backend_map, "gloo"):
-            made = _CohortProcessGroup(store, made)
-        # torch writes global_ranks_in_group and group_name into .options.
-        made.options = type("Options", (), {})()
+            return _cohort_process_group(store, made)  # its .options: install()
+        made.options = _Options()
         return made
 
     @staticmethod
@@ -87,6 +104,11 @@ def install():
     if installed():
         return
     _c10d.ProcessGroupGloo = ProcessGroupGloo
+    # torch writes into the .options of what it constructed as gloo; a
+    # ProcessGroup (the type torch checks exactly) has none and takes no
+    # attributes, so ProcessGroups get a write-only one.
+    if not hasattr(_c10d.ProcessGroup, "options"):
+        _c10d.ProcessGroup.options = property(lambda self: _Options())
     # torch checks that gloo is there before making a gloo group.
     _c10d._GLOO_AVAILABLE = True
     _c10d.is_gloo_available = lambda: True

@@ -143,7 +143,6 @@ def every_collective(rank, size):
     fut = dist.all_reduce(torch.ones(2), async_op=True).get_future()
     checks["future"] = fut.wait()[0].tolist()
     dist.barrier()
-    # (torch's Python allows monitored_barrier on GLOO groups only.)
     objs = [None] * size
     dist.all_gather_object(objs, {"rank": rank, "name": "r" * (rank + 1)})
     checks["all_gather_object"] = objs

@@ -68,6 +68,8 @@ def test_coalesced_all_reduce_all_gather_and_reduce_scatter_give_every_value():
 
 
 def monitored_barriers(rank, size):
+    # torch's own, which refuses every backend but gloo unless cohort_torch is imported.
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=10))
     cohort_torch.monitored_barrier(timeout=datetime.timedelta(seconds=10))
     # Now the last rank stays away: rank 0 names it.
     if rank == size - 1:
@@ -85,7 +87,40 @@ def test_monitored_barrier_passes_and_names_the_rank_that_stayed_away():
     out = run_ranks(monitored_barriers, size)
     assert out[size - 1] is None
     message = out[0]
-    assert message != "passed" and str(size - 1) in message, message
+    assert message != "passed" and f"Rank {size - 1} failed to pass monitoredBarrier in 2000 ms" in message, message
+    assert "successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0" \
+        in out[1], out[1]
+
+
+def sparse_all_reduces(rank, size):
+    i = torch.tensor([[0, rank, 3], [1, 2, rank]])
+    v = torch.tensor([1.0, 2.0 + rank, 3.0])
+    t = torch.sparse_coo_tensor(i, v, (4, 4))
+    dense = t.to_dense()
+    dist.all_reduce(t)
+    dist.all_reduce(dense)
+    errors = []
+    for bad in (lambda: dist.all_reduce(torch.sparse_coo_tensor(i, v, (4, 4)), op=dist.ReduceOp.MAX),
+                lambda: dist.all_reduce(torch.eye(3).to_sparse_csr())):
+        try:
+            bad()
+            errors.append(None)
+        except RuntimeError as e:
+            errors.append(str(e))
+    after = torch.ones(2)
+    dist.all_reduce(after)  # the group goes on
+    return t.is_sparse, t.to_dense().tolist(), dense.tolist(), errors, after.tolist()
+
+
+def test_sparse_all_reduce_sums_as_dense_and_names_what_it_cannot_reduce():
+    size = 3
+    out = run_ranks(sparse_all_reduces, size)
+    for rank in range(size):
+        is_sparse, summed, dense, (max_error, csr_error), after = out[rank]
+        assert is_sparse and summed == dense, (summed, dense)
+        assert max_error is not None and "sparse" in max_error and "SUM only" in max_error and "MAX" in max_error
+        assert csr_error is not None and "SparseCsr" in csr_error, csr_error
+        assert after == [float(size)] * 2
 
 
 def symmetric_all_reduce(rank, size):

@@ -19,6 +19,16 @@ import xml.etree.ElementTree as ET
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ["gloo", "cohort", "cohort-as-gloo", "cohort-as-mpi"]
 
+# Tests that pass over gloo and are known to fail over cohort in a mode,
+# each with why. Strict: such a test that passes is reported too, so that
+# the list cannot outlive its reason.
+KNOWN_DIFFERENCES = {
+    ("cohort-as-gloo", "test_ddp_logging_data_cpu"):
+        "DDP's logging data says backend_name 'cohort' where dist.get_backend() says 'gloo': a group named "
+        "'gloo' to torch's C++ side makes DDP's logger cast its backend to Gloo's class and read Gloo's "
+        "thread count out of cohort's (a crash), so the stand-in's groups name themselves cohort there",
+}
+
 
 def run_mode(mode, select, out_dir):
     xml = os.path.join(out_dir, f"{mode}.xml")
@@ -84,12 +94,20 @@ def main():
         if mode == "cohort-as-mpi":
             lost += [(mode, t, v) for t, v in sorted(res.items()) if v == "failed"]
     print()
+    known = [(m, t, w) for m, t, w in lost if (m, t) in KNOWN_DIFFERENCES]
+    lost = [(m, t, w) for m, t, w in lost if (m, t) not in KNOWN_DIFFERENCES]
+    for mode, test, what in known:
+        print(f"known difference, {mode}: {test} {what}: {KNOWN_DIFFERENCES[(mode, test)]}")
+    stale = [(m, t) for (m, t) in KNOWN_DIFFERENCES
+             if m in runs and runs[m][0].get(t) == "passed" and gloo.get(t) == "passed"]
+    for mode, test in stale:
+        print(f"known difference that no longer differs, {mode}: {test} passed (remove it from KNOWN_DIFFERENCES)")
     if lost:
         print("passes over gloo (or runs gated as mpi) that fail or skip over cohort:")
         for mode, test, what in lost:
             print(f"  {mode}: {test} {what}")
-    print(f"torch_suite: {len(lost)} tests lost against gloo")
-    return 1 if lost else 0
+    print(f"torch_suite: {len(lost)} tests lost against gloo, {len(known)} known differences")
+    return 1 if lost or stale else 0
 
 
 if __name__ == "__main__":
