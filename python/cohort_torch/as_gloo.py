@@ -15,10 +15,10 @@ cohort_torch.pth when installed) import it when the variable is set.
 How: torch builds a gloo group by calling the name ProcessGroupGloo in
 torch.distributed.distributed_c10d, then checks the result with isinstance
 and asks it for sequence numbers. install() replaces that name with a class
-whose construction returns cohort's backend and that counts cohort's
-backends (and torch's real gloo ones) as its instances. torch's Python
-layer is the only place this works; C++ code that casts to gloo's class
-would not see cohort, and none on torch's CPU path does.
+whose construction returns a cohort group and that counts cohort's (and
+torch's real gloo ones) as its instances. torch's C++ side casts a group
+named "gloo" to Gloo's class (DDP's logger does), so what the stand-in
+makes names itself "cohort" there; docs/python.md lists what follows.
 """
 
 import torch
