@@ -1,0 +1,124 @@
+"""Tensor-parallel LLM inference on CPU (issue 40): Hugging Face
+transformers generating from a random Llama made from a config (no hub),
+one process against TP over gloo and TP over cohort, side by side.
+
+    python3 bench/python/tp_generate.py [--reps 3] [--tp 2] [--tokens 64]
+
+Needs build/python on PYTHONPATH (cohort_torch) and transformers. Each run
+is a fresh torchrun job with one thread per rank; runs alternate between the
+setups, REPS times. Prints tokens/s of greedy generation (TOKENS new tokens
+after a 32-token prompt) and the prefill latency of a 512-token prompt,
+medians, with the ratios the issue's targets speak of; checks that every
+setup generated the same tokens.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIG = dict(vocab_size=8192, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+              num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=1024)
+
+
+def worker(backend, model_dir, tokens, out):
+    import torch
+
+    torch.set_num_threads(1)
+    from transformers import AutoModelForCausalLM
+
+    kwargs = {}
+    if backend != "none":
+        if backend == "cohort":
+            import cohort_torch  # noqa: F401
+        from transformers.distributed import DistributedConfig
+
+        torch.distributed.init_process_group(backend)
+        kwargs["distributed_config"] = DistributedConfig(tp_plan="auto")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kwargs).eval()
+    prompt = (torch.arange(32) * 101 % CONFIG["vocab_size"]).unsqueeze(0)
+    long_prompt = (torch.arange(512) * 37 % CONFIG["vocab_size"]).unsqueeze(0)
+    sync = torch.distributed.barrier if backend != "none" else (lambda: None)
+    with torch.no_grad():
+        model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=4, do_sample=False)
+        sync()
+        start = time.perf_counter()
+        generated = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=tokens,
+                                   min_new_tokens=tokens, do_sample=False)
+        sync()
+        gen_s = time.perf_counter() - start
+        prefill = []
+        for _ in range(3):
+            sync()
+            start = time.perf_counter()
+            model(long_prompt)
+            sync()
+            prefill.append(time.perf_counter() - start)
+    rank = torch.distributed.get_rank() if backend != "none" else 0
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"tokens": generated[0].tolist(), "tokens_per_s": tokens / gen_s,
+                       "prefill_ms": 1000 * statistics.median(prefill)}, f)
+    if backend != "none":
+        torch.distributed.destroy_process_group()
+
+
+def run(setup, nproc, model_dir, tokens, tmp):
+    out = os.path.join(tmp, f"{setup}.json")
+    me = os.path.abspath(__file__)
+    if setup == "none":
+        cmd = [sys.executable, me, "--worker", "none", model_dir, str(tokens), out]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+               me, "--worker", setup, model_dir, str(tokens), out]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("COHORT_AS_GLOO", None)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{setup} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+    with open(out) as f:
+        return json.load(f)
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        return worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--tp", type=int, default=2)
+    p.add_argument("--tokens", type=int, default=64)
+    args = p.parse_args()
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = os.path.join(tmp, "llama")
+        torch.manual_seed(0)
+        LlamaForCausalLM(LlamaConfig(**CONFIG)).save_pretrained(model_dir)
+        setups = ["none", "gloo", "cohort"]
+        results = {s: [] for s in setups}
+        for _ in range(args.reps):
+            for s in setups:
+                results[s].append(run(s, args.tp, model_dir, args.tokens, tmp))
+    tokens = {s: results[s][0]["tokens"] for s in setups}
+    same = all(r["tokens"] == tokens["none"] for s in setups for r in results[s])
+    med = {s: (statistics.median(r["tokens_per_s"] for r in results[s]),
+               statistics.median(r["prefill_ms"] for r in results[s])) for s in setups}
+    names = {"none": "one process", "gloo": f"TP={args.tp} over gloo", "cohort": f"TP={args.tp} over cohort"}
+    print(f"# transformers TP generation on CPU: Llama {CONFIG['hidden_size']} hidden, "
+          f"{CONFIG['num_hidden_layers']} layers, float32, 1 thread per rank; medians of {args.reps} runs\n")
+    print("| run | tokens/s | x one process | x gloo | prefill 512 tokens (ms) | prefill x one process |")
+    print("|---|---|---|---|---|---|")
+    for s in setups:
+        print(f"| {names[s]} | {med[s][0]:.1f} | {med[s][0] / med['none'][0]:.2f} | "
+              f"{med[s][0] / med['gloo'][0]:.2f} | {med[s][1]:.0f} | {med['none'][1] / med[s][1]:.2f} |")
+    print(f"\nsame tokens in every run: {'yes' if same else 'NO'}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
