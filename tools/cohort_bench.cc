@@ -236,24 +236,20 @@ double value(int r, size_t i) {
   return static_cast<double>((r + i) % 4);
 }
 
-}  // namespace
+// The collective is picked once, not by name in every timed call (string
+// compares cost ~10 ns a call: more than 2% of a 4-byte all_reduce).
+enum class Which {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kBarrier,
+  kPingPong
+};
 
-int main(int argc, char** argv) {
-  Args a = parse(argc, argv);
-  if (a.spawn > 0) return spawn(a.spawn, argv);
-  const std::string& c = a.collective;
-  // The collective is picked once, not by name in every timed call (string
-  // compares cost ~10 ns a call: more than 2% of a 4-byte all_reduce).
-  enum class Which {
-    kAllReduce,
-    kAllGather,
-    kReduceScatter,
-    kBroadcast,
-    kReduce,
-    kAllToAll,
-    kBarrier,
-    kPingPong
-  };
+Which which_collective(const std::string& c) {
   const std::pair<const char*, Which> kNames[] = {{"all_reduce", Which::kAllReduce},
                                                   {"all_gather", Which::kAllGather},
                                                   {"reduce_scatter", Which::kReduceScatter},
@@ -265,7 +261,178 @@ int main(int argc, char** argv) {
   const auto found =
       std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& e) { return c == e.first; });
   if (found == std::end(kNames)) usage("unknown collective '" + c + "'");
-  const Which which = found->second;
+  return found->second;
+}
+
+// Bench is what every row of the sweep runs with.
+struct Bench {
+  const Args& a;
+  Which which;
+  ProcessGroup& g;
+  int rank;
+  int n;
+};
+
+// run_collective runs the collective once on `count` elements of `in`
+// (and `out`, for the collectives with an output of their own).
+void run_collective(const Bench& b, size_t count, const PageBuffer& in, const PageBuffer& out) {
+  const Args& a = b.a;
+  ProcessGroup* g = &b.g;
+  const int n = b.n;
+  switch (b.which) {
+    case Which::kAllReduce: {
+      AllReduceOptions o;
+      o.op = a.op;
+      g->all_reduce(Buffer{in.data(), count, a.dtype, {}}, o);
+      break;
+    }
+    case Which::kBroadcast: {
+      BroadcastOptions o;
+      o.src = a.root;
+      g->broadcast(Buffer{in.data(), count, a.dtype, {}}, o);
+      break;
+    }
+    case Which::kReduce: {
+      ReduceOptions o;
+      o.dst = a.root;
+      o.op = a.op;
+      g->reduce(Buffer{in.data(), count, a.dtype, {}}, o);
+      break;
+    }
+    case Which::kAllGather:
+      g->all_gather_into_tensor(Buffer{out.data(), count, a.dtype, {}},
+                                Buffer{in.data(), count / n, a.dtype, {}});
+      break;
+    case Which::kReduceScatter: {
+      ReduceScatterOptions o;
+      o.op = a.op;
+      g->reduce_scatter_tensor(Buffer{out.data(), count / n, a.dtype, {}},
+                               Buffer{in.data(), count, a.dtype, {}}, o);
+      break;
+    }
+    case Which::kBarrier:
+      g->barrier();
+      break;
+    case Which::kAllToAll:
+      g->all_to_all_single(Buffer{out.data(), count, a.dtype, {}}, Buffer{in.data(), count, a.dtype, {}});
+      break;
+    case Which::kPingPong:
+      if (b.rank == 0) {
+        g->send(Buffer{in.data(), count, a.dtype, {}}, 1)->wait();
+        g->recv(Buffer{out.data(), count, a.dtype, {}}, 1)->wait();
+      } else if (b.rank == 1) {
+        g->recv(Buffer{out.data(), count, a.dtype, {}}, 0)->wait();
+        g->send(Buffer{out.data(), count, a.dtype, {}}, 0)->wait();
+      }
+      break;
+  }
+}
+
+// refill gives `in` this rank's fresh inputs.
+void refill(const Bench& b, size_t count, const PageBuffer& in) {
+  for (size_t i = 0; i < count; ++i) store_element(b.a.dtype, in.data(), i, value(b.rank, i));
+}
+
+// time_collective returns the mean time of one run in microseconds, of the
+// slowest rank, after the warm-up runs (one way, for ping_pong).
+double time_collective(const Bench& b, size_t count, const PageBuffer& in, const PageBuffer& out) {
+  for (int i = 0; i < b.a.warmup; ++i) run_collective(b, count, in, out);
+  b.g.barrier();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < b.a.iters; ++i) run_collective(b, count, in, out);
+  double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / b.a.iters;
+  if (b.which == Which::kPingPong) us /= 2;  // one way
+  AllReduceOptions max;
+  max.op = ReduceOp::MAX;
+  b.g.all_reduce(Buffer::of(&us, 1), max);
+  return us;
+}
+
+// count_wrong compares this rank's result of a run from fresh inputs (a
+// SUM) with the expected one; returns the elements that differ here.
+int64_t count_wrong(const Bench& b, size_t count, const PageBuffer& in, const PageBuffer& out) {
+  const std::string& c = b.a.collective;
+  const Args& a = b.a;
+  const int rank = b.rank, n = b.n;
+  int64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double want = 0, got = 0;
+    if (c == "all_reduce" || (c == "reduce" && rank == a.root)) {
+      for (int r = 0; r < n; ++r) want += value(r, i);
+      got = load_element(a.dtype, in.data(), i);
+    } else if (c == "ping_pong") {
+      if (rank > 1) break;
+      want = value(0, i);  // rank 1 got rank 0's data; rank 0 got it back
+      got = load_element(a.dtype, out.data(), i);
+    } else if (c == "broadcast" || c == "reduce") {
+      want = value(c == "broadcast" ? a.root : rank, i);
+      got = load_element(a.dtype, in.data(), i);
+    } else if (c == "all_gather") {
+      size_t per = count / n;
+      want = value(static_cast<int>(i / per), i % per);
+      got = load_element(a.dtype, out.data(), i);
+    } else if (c == "reduce_scatter") {
+      if (i >= count / n) break;
+      for (int r = 0; r < n; ++r) want += value(r, rank * (count / n) + i);
+      got = load_element(a.dtype, out.data(), i);
+    } else {
+      size_t per = count / n;
+      want = value(static_cast<int>(i / per), rank * per + i % per);
+      got = load_element(a.dtype, out.data(), i);
+    }
+    if (got != want) ++wrong;
+  }
+  return wrong;
+}
+
+void print_header(const Args& a, int n) {
+  if (a.json) {
+    std::printf("[");
+    return;
+  }
+  std::printf("# cohort-bench %s, %d ranks, %d iterations after %d warm-up\n", a.collective.c_str(), n,
+              a.iters, a.warmup);
+  std::printf("%12s %12s %8s %6s %5s %10s %10s %10s %7s\n", "size", "count", "type", "redop", "root",
+              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+}
+
+// print_row prints one size's results; `first` says whether a JSON row
+// needs no comma before it.
+void print_row(const Args& a, bool first, size_t count, double us, double algbw, double busbw,
+               int64_t wrong) {
+  const std::string& c = a.collective;
+  const size_t es = dtype_size(a.dtype);
+  std::string op_name =
+      (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? reduce_op_name(a.op) : "none";
+  int root = (c == "broadcast" || c == "reduce") ? a.root : -1;
+  if (a.json) {
+    std::printf(
+        "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,"
+        "\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
+        first ? "" : ",", count * es, count, dtype_name(a.dtype), op_name.c_str(), root, us, algbw, busbw,
+        static_cast<long long>(wrong));
+  } else {
+    std::printf("%12zu %12zu %8s %6s %5d %10.3f %10.3f %10.3f %7lld\n", count * es, count,
+                dtype_name(a.dtype), op_name.c_str(), root, us, algbw, busbw, static_cast<long long>(wrong));
+  }
+  std::fflush(stdout);
+}
+
+void print_footer(const Args& a, double busbw_sum, int sizes) {
+  if (a.json)
+    std::printf("]\n");
+  else
+    std::printf("# Avg bus bandwidth    : %.3f GB/s\n", sizes ? busbw_sum / sizes : 0.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  if (a.spawn > 0) return spawn(a.spawn, argv);
+  const std::string& c = a.collective;
+  const Which which = which_collective(c);
   // A barrier moves no data: one row, of size 0.
   const bool barrier = which == Which::kBarrier;
   try {
@@ -276,13 +443,8 @@ int main(int argc, char** argv) {
     const int rank = g->rank(), n = g->size();
     const size_t es = dtype_size(a.dtype);
     if (which == Which::kPingPong && n < 2) usage("ping_pong needs 2 ranks or more");
-    if (rank == 0 && !a.json) {
-      std::printf("# cohort-bench %s, %d ranks, %d iterations after %d warm-up\n", c.c_str(), n, a.iters,
-                  a.warmup);
-      std::printf("%12s %12s %8s %6s %5s %10s %10s %10s %7s\n", "size", "count", "type", "redop", "root",
-                  "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-    }
-    if (rank == 0 && a.json) std::printf("[");
+    const Bench bench{a, which, *g, rank, n};
+    if (rank == 0) print_header(a, n);
     double busbw_sum = 0;
     int sizes = 0;
     int64_t total_wrong = 0;
@@ -296,102 +458,14 @@ int main(int argc, char** argv) {
         count = std::max<size_t>(1, count / n) * n;
       ProcessGroup* shared_by = a.symmetric ? g.get() : nullptr;
       PageBuffer in(count * es + 1, shared_by), out(count * es + 1, shared_by);
-      auto run = [&]() {
-        switch (which) {
-          case Which::kAllReduce: {
-            AllReduceOptions o;
-            o.op = a.op;
-            g->all_reduce(Buffer{in.data(), count, a.dtype, {}}, o);
-            break;
-          }
-          case Which::kBroadcast: {
-            BroadcastOptions o;
-            o.src = a.root;
-            g->broadcast(Buffer{in.data(), count, a.dtype, {}}, o);
-            break;
-          }
-          case Which::kReduce: {
-            ReduceOptions o;
-            o.dst = a.root;
-            o.op = a.op;
-            g->reduce(Buffer{in.data(), count, a.dtype, {}}, o);
-            break;
-          }
-          case Which::kAllGather:
-            g->all_gather_into_tensor(Buffer{out.data(), count, a.dtype, {}},
-                                      Buffer{in.data(), count / n, a.dtype, {}});
-            break;
-          case Which::kReduceScatter: {
-            ReduceScatterOptions o;
-            o.op = a.op;
-            g->reduce_scatter_tensor(Buffer{out.data(), count / n, a.dtype, {}},
-                                     Buffer{in.data(), count, a.dtype, {}}, o);
-            break;
-          }
-          case Which::kBarrier:
-            g->barrier();
-            break;
-          case Which::kAllToAll:
-            g->all_to_all_single(Buffer{out.data(), count, a.dtype, {}},
-                                 Buffer{in.data(), count, a.dtype, {}});
-            break;
-          case Which::kPingPong:
-            if (rank == 0) {
-              g->send(Buffer{in.data(), count, a.dtype, {}}, 1)->wait();
-              g->recv(Buffer{out.data(), count, a.dtype, {}}, 1)->wait();
-            } else if (rank == 1) {
-              g->recv(Buffer{out.data(), count, a.dtype, {}}, 0)->wait();
-              g->send(Buffer{out.data(), count, a.dtype, {}}, 0)->wait();
-            }
-            break;
-        }
-      };
-      auto refill = [&]() {
-        for (size_t i = 0; i < count; ++i) store_element(a.dtype, in.data(), i, value(rank, i));
-      };
-      refill();
-      for (int i = 0; i < a.warmup; ++i) run();
-      g->barrier();
-      auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < a.iters; ++i) run();
-      double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / a.iters;
-      if (which == Which::kPingPong) us /= 2;  // one way
-      AllReduceOptions max;
-      max.op = ReduceOp::MAX;
-      g->all_reduce(Buffer::of(&us, 1), max);
+      refill(bench, count, in);
+      const double us = time_collective(bench, count, in, out);
       // Check one more run from fresh inputs against the expected result.
       int64_t wrong = 0;
       if (a.check && a.op.kind == ReduceOp::SUM && !barrier) {
-        refill();
-        run();
-        for (size_t i = 0; i < count; ++i) {
-          double want = 0, got = 0;
-          if (c == "all_reduce" || (c == "reduce" && rank == a.root)) {
-            for (int r = 0; r < n; ++r) want += value(r, i);
-            got = load_element(a.dtype, in.data(), i);
-          } else if (c == "ping_pong") {
-            if (rank > 1) break;
-            want = value(0, i);  // rank 1 got rank 0's data; rank 0 got it back
-            got = load_element(a.dtype, out.data(), i);
-          } else if (c == "broadcast" || c == "reduce") {
-            want = value(c == "broadcast" ? a.root : rank, i);
-            got = load_element(a.dtype, in.data(), i);
-          } else if (c == "all_gather") {
-            size_t per = count / n;
-            want = value(static_cast<int>(i / per), i % per);
-            got = load_element(a.dtype, out.data(), i);
-          } else if (c == "reduce_scatter") {
-            if (i >= count / n) break;
-            for (int r = 0; r < n; ++r) want += value(r, rank * (count / n) + i);
-            got = load_element(a.dtype, out.data(), i);
-          } else {
-            size_t per = count / n;
-            want = value(static_cast<int>(i / per), rank * per + i % per);
-            got = load_element(a.dtype, out.data(), i);
-          }
-          if (got != want) ++wrong;
-        }
+        refill(bench, count, in);
+        run_collective(bench, count, in, out);
+        wrong = count_wrong(bench, count, in, out);
         g->all_reduce(Buffer::of(&wrong, 1));
       }
       total_wrong += wrong;
@@ -400,30 +474,9 @@ int main(int argc, char** argv) {
       busbw_sum += busbw;
       ++sizes;
       if (barrier) a.max_bytes = 0;  // ends the sweep after this row
-      if (rank == 0) {
-        std::string op_name =
-            (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? reduce_op_name(a.op) : "none";
-        int root = (c == "broadcast" || c == "reduce") ? a.root : -1;
-        if (a.json) {
-          std::printf(
-              "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,"
-              "\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
-              sizes > 1 ? "," : "", count * es, count, dtype_name(a.dtype), op_name.c_str(), root, us, algbw,
-              busbw, static_cast<long long>(wrong));
-        } else {
-          std::printf("%12zu %12zu %8s %6s %5d %10.3f %10.3f %10.3f %7lld\n", count * es, count,
-                      dtype_name(a.dtype), op_name.c_str(), root, us, algbw, busbw,
-                      static_cast<long long>(wrong));
-        }
-        std::fflush(stdout);
-      }
+      if (rank == 0) print_row(a, sizes == 1, count, us, algbw, busbw, wrong);
     }
-    if (rank == 0) {
-      if (a.json)
-        std::printf("]\n");
-      else
-        std::printf("# Avg bus bandwidth    : %.3f GB/s\n", sizes ? busbw_sum / sizes : 0.0);
-    }
+    if (rank == 0) print_footer(a, busbw_sum, sizes);
     destroy_process_group();
     if (total_wrong > 0) {
       std::fprintf(stderr, "cohort-bench: %lld wrong elements\n", static_cast<long long>(total_wrong));

@@ -208,13 +208,20 @@ class ProcessGroup {
   // keeps of its arguments.
   std::shared_ptr<Work> enqueue(std::string_view op, const OpShape& shape, const CollectiveOptions& options,
                                 std::function<void(Work&, const OpContext&)> run, bool is_collective);
-  // collective runs a backend call that returns a Status: at once on the
-  // caller's thread when the call blocks and the group is idle (without
-  // allocating: it returns done_work_), else through enqueue. Defined in
-  // process_group_ops.cc, where every collective is.
+  // collective is every collective's one way in (process_group_ops.cc):
+  // on a non-member it does nothing (torch's rule); otherwise
+  // `prepare(op)` checks the arguments, throwing InvalidArgument, and
+  // returns the call (its shape, its fingerprint, the backend call), which
+  // runs after COHORT_DEBUG=detail's desync check. A new collective written
+  // through it can skip neither.
+  template <class Prepare>
+  std::shared_ptr<Work> collective(std::string_view op, const CollectiveOptions& options, Prepare prepare);
+  // run_collective runs a backend call that returns a Status: at once on
+  // the caller's thread when the call blocks and the group is idle
+  // (without allocating: it returns done_work_), else through enqueue.
   template <class Run>
-  std::shared_ptr<Work> collective(std::string_view op, const OpShape& shape,
-                                   const CollectiveOptions& options, Run run);
+  std::shared_ptr<Work> run_collective(std::string_view op, const OpShape& shape,
+                                       const CollectiveOptions& options, Run run);
   // claim_inline numbers a blocking collective and makes this thread the
   // one driving the backend, if the group is idle; release_inline ends it.
   bool claim_inline(uint64_t* sequence);

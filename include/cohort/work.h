@@ -59,11 +59,16 @@ class Work : public std::enable_shared_from_this<Work> {
 
   const std::string& description() const { return description_; }
 
-  // complete finishes the Work: called once by the backend that ran it.
-  // Later calls are ignored, so shutdown paths may call it defensively.
+ private:
+  // Only the group that ran the operation completes its Work (a user who
+  // could complete one could end an operation that is still writing into
+  // its buffers); WorkTestPeer lets the unit tests drive one by hand.
+  friend class ProcessGroup;
+  friend struct WorkTestPeer;
+  // complete finishes the Work, once; later calls are ignored, so shutdown
+  // paths may call it defensively.
   void complete(std::exception_ptr error, int source_rank = -1);
 
- private:
   const std::string description_;
   mutable std::mutex mu_;
   std::condition_variable done_cv_;

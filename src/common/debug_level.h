@@ -4,7 +4,7 @@
 // choose, and log lines of level info print whatever COHORT_LOG_LEVEL says
 // (as torch's TORCH_DISTRIBUTED_DEBUG=INFO). detail: info, and the ranks of
 // a group compare a fingerprint of every collective before running it
-// (diagnostics/desync_check.h).
+// (process_group/desync_check.h).
 #pragma once
 
 namespace cohort {

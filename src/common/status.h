@@ -25,7 +25,9 @@ enum class StatusCode {
 };
 
 // Status is a copyable error value: a code and a message for a person.
-class Status {
+// [[nodiscard]]: a call whose Status nobody reads is an error lost; where
+// ignoring one is right, say why and cast it to void.
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message)
@@ -90,7 +92,7 @@ inline void throw_if_error(const Status& status) {
 
 // Result holds a value or the Status that explains why there is none.
 template <class T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT

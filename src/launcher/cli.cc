@@ -130,63 +130,81 @@ void refuse_unsupported(const std::map<std::string, std::pair<std::string, const
   }
 }
 
-CliOutcome parse_command_line(int argc, char** argv) {
-  CliOutcome out;
-  LaunchConfig& c = out.config;
-  CLI::App app{"cohortrun: start and supervise the workers of a cohort (or torch) job, as torchrun does",
-               "cohortrun"};
-  // Everything from the program name on belongs to the program.
-  app.prefix_command();
+namespace {
+
+// FlagValues holds what the flags say before it is checked and turned into
+// the LaunchConfig (flags that need no more than a type check are bound to
+// the config itself). The parser keeps the members' addresses: a
+// FlagValues must stay put from the first add_*_flags call to the parse.
+struct FlagValues {
   std::string nnodes = "1:1", nproc = "1", redirects = "0", tee = "0", rdzv_conf, filter;
   double monitor_s = 0.1;
   bool no_python = false, module = false, run_path = false;
-  app.add_option(names("--nnodes"), nnodes, "Number of nodes, or MIN:MAX for an elastic job");
-  app.add_option(names("--nproc-per-node"), nproc, "Workers per node: a number, or auto (one per CPU)");
+  std::string start_method = "spawn", event_log_handler = "null", signals;
+  double shutdown_timeout = -1;
+  bool use_env = false;
+  // torchrun's flags that cohortrun cannot honour: flag -> (the value
+  // given, empty when none; why it is refused).
+  std::map<std::string, std::pair<std::string, const char*>> unsupported;
+};
+
+// add_job_flags declares torchrun's flags for the shape of the job: nodes
+// and workers, rendezvous, restarts, output, and how the program runs.
+void add_job_flags(CLI::App& app, LaunchConfig& c, FlagValues& v) {
+  app.add_option(names("--nnodes"), v.nnodes, "Number of nodes, or MIN:MAX for an elastic job");
+  app.add_option(names("--nproc-per-node"), v.nproc, "Workers per node: a number, or auto (one per CPU)");
   app.add_option(names("--node-rank"), c.node_rank, "This node's rank (static rendezvous)");
   app.add_option(names("--master-addr"), c.master_addr, "Address of node 0 (static rendezvous)");
   app.add_option(names("--master-port"), c.master_port, "Port of node 0's store (static rendezvous)");
   app.add_option(names("--rdzv-backend"), c.rdzv_backend, "static, store (alias c10d) or etcd");
   app.add_option(names("--rdzv-endpoint"), c.rdzv_endpoint, "HOST[:PORT] of the rendezvous store or etcd");
   app.add_option(names("--rdzv-id"), c.rdzv_id, "Job id: every node of a job passes the same");
-  app.add_option(names("--rdzv-conf"), rdzv_conf,
+  app.add_option(names("--rdzv-conf"), v.rdzv_conf,
                  "KEY=VALUE,...: join_timeout, last_call_timeout, close_timeout (seconds)");
   app.add_flag("--standalone", c.standalone, "One node with a store of its own on a free port");
   app.add_option(names("--max-restarts"), c.max_restarts, "Restarts of the whole job before it fails");
-  app.add_option(names("--monitor-interval"), monitor_s, "Seconds between checks of the workers");
+  app.add_option(names("--monitor-interval"), v.monitor_s, "Seconds between checks of the workers");
   app.add_option("--role", c.role, "Role name of the workers");
   app.add_option(names("--log-dir"), c.log_dir, "Keep each worker's stdout and stderr under this folder");
-  app.add_option("-r," + names("--redirects"), redirects, "Streams to send to files only: 0-3 or LR:V,...");
-  app.add_option("-t,--tee", tee, "Streams to send to files and the console: 0-3 or LR:V,...");
-  app.add_option(names("--local-ranks-filter"), filter, "Local ranks whose output the console shows");
+  app.add_option("-r," + names("--redirects"), v.redirects, "Streams to send to files only: 0-3 or LR:V,...");
+  app.add_option("-t,--tee", v.tee, "Streams to send to files and the console: 0-3 or LR:V,...");
+  app.add_option(names("--local-ranks-filter"), v.filter, "Local ranks whose output the console shows");
   app.add_option(names("--local-addr"), c.local_addr, "This node's address as other nodes reach it");
-  app.add_flag(names("--no-python"), no_python, "Run the program as given, never in Python");
-  app.add_flag("-m," + names("--module"), module, "Run the program as a Python module (python -m)");
-  app.add_flag(names("--run-path"), run_path,
+  app.add_flag(names("--no-python"), v.no_python, "Run the program as given, never in Python");
+  app.add_flag("-m," + names("--module"), v.module, "Run the program as a Python module (python -m)");
+  app.add_flag(names("--run-path"), v.run_path,
                "Run the program, a Python file, with Python whatever its name");
-  std::string start_method = "spawn", event_log_handler = "null", signals;
-  double shutdown_timeout = -1;
-  bool use_env = false;
-  app.add_option(names("--start-method"), start_method,
+}
+
+// add_worker_flags declares the flags for how workers start, stop and see
+// their rank, including torchrun's that cohortrun takes with one value only.
+void add_worker_flags(CLI::App& app, LaunchConfig& c, FlagValues& v) {
+  app.add_option(names("--start-method"), v.start_method,
                  "spawn, fork or forkserver: torchrun's start method of function entry points; a program "
                  "always runs in a process of its own, as under torchrun")
       ->check(CLI::IsMember({"spawn", "fork", "forkserver"}));
-  app.add_option(names("--event-log-handler"), event_log_handler,
+  app.add_option(names("--event-log-handler"), v.event_log_handler,
                  "null only: cohortrun records no torchelastic events")
       ->check(CLI::IsMember({"null"}));
-  app.add_option(names("--signals-to-handle"), signals,
+  app.add_option(names("--signals-to-handle"), v.signals,
                  "Signals that stop the job, each passed on to the workers first "
                  "(default SIGTERM,SIGINT,SIGHUP,SIGQUIT)");
-  app.add_option(names("--shutdown-timeout"), shutdown_timeout,
+  app.add_option(names("--shutdown-timeout"), v.shutdown_timeout,
                  "Seconds the workers get after the stop signal before SIGKILL "
                  "(default COHORT_LAUNCHER_STOP_TIMEOUT_S)");
   app.add_flag(names("--as-gloo"), c.as_gloo,
                "Python workers get cohort groups where they ask torch for gloo (sets COHORT_AS_GLOO=1; "
                "docs/python.md)");
-  app.add_flag(names("--use-env"), use_env,
+  app.add_flag(names("--use-env"), v.use_env,
                "LOCAL_RANK in the environment only (cohortrun's way; under cohort-launch, as under "
                "torch.distributed.launch, the program otherwise gets --local-rank=N)");
-  // torchrun's flags that cohortrun cannot honour: refused by name.
-  std::map<std::string, std::pair<std::string, const char*>> unsupported = {
+}
+
+// add_refused_flags declares torchrun's flags that cohortrun cannot honour,
+// so that giving one is refused by name (refuse_unsupported) rather than
+// reported as unknown.
+void add_refused_flags(CLI::App& app, FlagValues& v) {
+  v.unsupported = {
       {"--duplicate-stdout-filters",
        {"", "no filtered copy of the workers' output is kept; --tee and --log-dir keep all of it"}},
       {"--duplicate-stderr-filters",
@@ -200,32 +218,58 @@ CliOutcome parse_command_line(int argc, char** argv) {
       {"--virtual-local-rank",
        {"", "LOCAL_RANK stays the worker's own and CUDA_VISIBLE_DEVICES is not changed"}},
   };
-  for (auto& [flag, value_and_why] : unsupported)
+  for (auto& [flag, value_and_why] : v.unsupported)
     app.add_option(names(flag), value_and_why.first, std::string("Refused: ") + value_and_why.second);
+}
+
+// take_program sets c.program to what follows the flags (after a "--",
+// when one separates them).
+void take_program(const CLI::App& app, LaunchConfig& c) {
+  c.program = app.remaining();
+  if (!c.program.empty() && c.program.front() == "--") {
+    c.program.erase(c.program.begin());
+  } else if (!c.program.empty() && c.program.front().size() > 1 && c.program.front()[0] == '-') {
+    // No program's name starts with '-': a flag cohortrun does not know.
+    throw InvalidArgument("unknown flag " + c.program.front() + " (cohortrun --help lists the flags)");
+  }
+}
+
+// apply_flags checks the parsed flags and fills the rest of `c` from them;
+// `invoked` is argv[0]. Throws InvalidArgument naming a bad flag.
+void apply_flags(const CLI::App& app, const FlagValues& v, const std::string& invoked, LaunchConfig& c) {
+  refuse_unsupported(v.unsupported);
+  finish(c, v.nnodes, v.nproc, v.redirects, v.tee, v.rdzv_conf, v.filter, v.monitor_s);
+  if (!v.signals.empty()) c.signals_to_handle = signal_numbers(v.signals);
+  if (app.count("--shutdown-timeout") > 0) {
+    if (!(v.shutdown_timeout >= 0 && v.shutdown_timeout <= 86400))
+      throw InvalidArgument("--shutdown-timeout " + std::to_string(v.shutdown_timeout) +
+                            ": give seconds from 0 to 86400");
+    c.shutdown_timeout_s = v.shutdown_timeout;
+  }
+  // cohort-launch is torch.distributed.launch: the local rank is also an
+  // argument of the program unless --use-env.
+  const std::string base = invoked.substr(invoked.find_last_of('/') + 1);
+  c.pass_local_rank = base == "cohort-launch" && !v.use_env;
+  run_in_python(c, v.module, v.run_path, v.no_python);
+}
+
+}  // namespace
+
+CliOutcome parse_command_line(int argc, char** argv) {
+  CliOutcome out;
+  LaunchConfig& c = out.config;
+  CLI::App app{"cohortrun: start and supervise the workers of a cohort (or torch) job, as torchrun does",
+               "cohortrun"};
+  // Everything from the program name on belongs to the program.
+  app.prefix_command();
+  FlagValues values;
+  add_job_flags(app, c, values);
+  add_worker_flags(app, c, values);
+  add_refused_flags(app, values);
   try {
     app.parse(argc, argv);
-    c.program = app.remaining();
-    if (!c.program.empty() && c.program.front() == "--") {
-      c.program.erase(c.program.begin());
-    } else if (!c.program.empty() && c.program.front().size() > 1 && c.program.front()[0] == '-') {
-      // No program's name starts with '-': a flag cohortrun does not know.
-      throw InvalidArgument("unknown flag " + c.program.front() + " (cohortrun --help lists the flags)");
-    }
-    refuse_unsupported(unsupported);
-    finish(c, nnodes, nproc, redirects, tee, rdzv_conf, filter, monitor_s);
-    if (!signals.empty()) c.signals_to_handle = signal_numbers(signals);
-    if (app.count("--shutdown-timeout") > 0) {
-      if (!(shutdown_timeout >= 0 && shutdown_timeout <= 86400))
-        throw InvalidArgument("--shutdown-timeout " + std::to_string(shutdown_timeout) +
-                              ": give seconds from 0 to 86400");
-      c.shutdown_timeout_s = shutdown_timeout;
-    }
-    // cohort-launch is torch.distributed.launch: the local rank is also an
-    // argument of the program unless --use-env.
-    const std::string invoked = argv[0];
-    const std::string base = invoked.substr(invoked.find_last_of('/') + 1);
-    c.pass_local_rank = base == "cohort-launch" && !use_env;
-    run_in_python(c, module, run_path, no_python);
+    take_program(app, c);
+    apply_flags(app, values, argv[0], c);
   } catch (const CLI::CallForHelp& e) {
     out.exit_code = app.exit(e);
     return out;

@@ -34,7 +34,6 @@ struct OpContext {
 
 class Backend {
  public:
-  explicit Backend(std::string name) : name_(std::move(name)) {}
   virtual ~Backend() = default;
   const std::string& name() const { return name_; }
 
@@ -114,6 +113,8 @@ class Backend {
   virtual std::string describe_links() const { return ""; }
 
  protected:
+  // Only a concrete backend (native, MPI, NCCL, dispatch) is made.
+  explicit Backend(std::string name) : name_(std::move(name)) {}
   Status unsupported(const char* op) const {
     return Status(StatusCode::kBackendError, "backend " + name_ + " does not support " + op);
   }

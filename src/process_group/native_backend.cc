@@ -111,7 +111,9 @@ Status NativeBackend::direct_done(Status st, const OpContext& op) {
     // could blame this rank for leaving instead of naming the rank that
     // died. Both happen before the caller may free its buffers.
     transport_->interrupt(st);
-    transport_->poll_health();
+    // Only for its side effect (a peer's reason, when there is one, is
+    // taken in); this rank's own error `st` is what is returned.
+    (void)transport_->poll_health();
     if (shm::Arena* arena = arena_.get()) arena->leave(op.sequence);
   }
   return st;

@@ -11,8 +11,8 @@
 #include "cohort/errors.h"
 #include "cohort/store.h"
 #include "common/logging.h"
-#include "diagnostics/desync_check.h"
-#include "diagnostics/group_log.h"
+#include "process_group/desync_check.h"
+#include "process_group/group_log.h"
 #include "diagnostics/group_monitor.h"
 #include "diagnostics/group_trace.h"
 #include "process_group/backend.h"
@@ -27,11 +27,14 @@ namespace {
 // complete and successful, that lives as long as the process. It is handed
 // out as a shared_ptr that owns nothing, so that copying and dropping it
 // touches no reference count (two locked instructions per collective), and
-// it stays valid even if the caller keeps it past its group.
-std::shared_ptr<Work> completed_work() {
-  static const std::shared_ptr<Work>* const kDone = [] {
+// it stays valid even if the caller keeps it past its group. `complete`
+// is given by the group's constructor: only a ProcessGroup may complete a
+// Work.
+template <class Complete>
+std::shared_ptr<Work> completed_work(Complete complete) {
+  static const std::shared_ptr<Work>* const kDone = [&] {
     auto* done = new std::shared_ptr<Work>(std::make_shared<Work>("a blocking collective, complete"));
-    (*done)->complete(nullptr);
+    complete(**done);
     return done;
   }();
   return std::shared_ptr<Work>(std::shared_ptr<Work>(), kDone->get());
@@ -47,7 +50,7 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend, int rank, std::vect
       name_(std::move(name)),
       timeout_(timeout),
       store_(std::move(store)),
-      done_work_(completed_work()),
+      done_work_(completed_work([](Work& w) { w.complete(nullptr); })),
       trace_(std::make_shared<GroupTrace>(name_, rank_, global_ranks_, backend_->name(), store_,
                                           trace_buffer_entries())),
       monitored_(std::make_unique<MonitorLease>(trace_)) {
@@ -61,7 +64,7 @@ ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, std::str
       global_ranks_(std::move(global_ranks)),
       name_(std::move(name)),
       timeout_(0),
-      done_work_(completed_work()) {}
+      done_work_(completed_work([](Work& w) { w.complete(nullptr); })) {}
 
 std::shared_ptr<ProcessGroup> ProcessGroup::non_member(std::vector<int> global_ranks, std::string name) {
   return std::shared_ptr<ProcessGroup>(

@@ -58,6 +58,97 @@ struct PowerSGDState {
   std::map<size_t, std::vector<at::Tensor>> qs;
 };
 
+// add_error_feedback adds what compression lost from bucket `index` last
+// time to `input` (or starts a zero record of it, for a new or resized
+// bucket); returns a copy of the sum, to measure this time's loss against.
+at::Tensor add_error_feedback(PowerSGDState& state, size_t index, at::Tensor& input) {
+  auto it = state.error.find(index);
+  if (it != state.error.end() && it->second.numel() == input.numel()) {
+    input.add_(it->second);
+  } else {
+    state.error[index] = at::zeros_like(input);
+  }
+  return input.clone();
+}
+
+// split_for_compression sorts a bucket's gradients into matrices worth
+// compressing at rank r (those that min_compression_rate says shrink
+// enough), viewed as n x m, and the rest.
+void split_for_compression(const std::vector<at::Tensor>& gradients, const PowerSGDOptions& o,
+                           std::vector<at::Tensor>& matrices, std::vector<at::Tensor>& rest) {
+  for (const at::Tensor& g : gradients) {
+    if (g.dim() > 1) {
+      const int64_t n = g.size(0), m = g.numel() / g.size(0);
+      const int64_t r = std::min<int64_t>({n, m, o.matrix_approximation_rank});
+      if (static_cast<double>((n + m) * r) * o.min_compression_rate < static_cast<double>(n * m)) {
+        matrices.push_back(g.view({n, m}));
+        continue;
+      }
+    }
+    rest.push_back(g);
+  }
+}
+
+// start_qs sets one random orthonormal Q per matrix, from the same seed on
+// every rank: the Qs start equal everywhere.
+void start_qs(std::vector<at::Tensor>& qs, const std::vector<at::Tensor>& matrices,
+              const PowerSGDOptions& o) {
+  qs.clear();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.random_seed);
+  for (auto& m : matrices) {
+    const int64_t r = std::min<int64_t>({m.size(0), m.size(1), o.matrix_approximation_rank});
+    at::Tensor q = at::randn({m.size(1), r}, gen, m.options());
+    orthogonalize(q, o.orthogonalization_epsilon);
+    qs.push_back(q);
+  }
+}
+
+// compress_matrices replaces each matrix M with a rank-r approximation of
+// its average over the ranks: P = M Q, summed and orthogonalized; Q = M^T
+// P, averaged; M = P Q^T. The Ps, then the Qs, travel in one flat
+// all_reduce each, so a bucket costs two collectives however many
+// matrices it holds.
+void compress_matrices(ProcessGroup& group, std::vector<at::Tensor>& matrices, std::vector<at::Tensor>& qs,
+                       const PowerSGDOptions& o) {
+  const double world = group.size();
+  std::vector<at::Tensor> ps;
+  for (size_t i = 0; i < matrices.size(); ++i) ps.push_back(at::matmul(matrices[i], qs[i]));
+  std::vector<at::Tensor> ps_flat_parts;
+  for (auto& p : ps) ps_flat_parts.push_back(p.reshape({-1}));
+  at::Tensor ps_flat = at::cat(ps_flat_parts);
+  all_reduce_async(group, ps_flat)->wait();
+  int64_t offset = 0;
+  for (auto& p : ps) {
+    p.copy_(ps_flat.narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+    orthogonalize(p, o.orthogonalization_epsilon);
+  }
+  std::vector<at::Tensor> qs_flat_parts;
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    qs[i] = at::matmul(matrices[i].t(), ps[i]);
+    qs_flat_parts.push_back(qs[i].reshape({-1}));
+  }
+  at::Tensor qs_flat = at::cat(qs_flat_parts);
+  all_reduce_async(group, qs_flat)->wait();
+  offset = 0;
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    qs[i].copy_(qs_flat.narrow(0, offset, qs[i].numel()).view(qs[i].sizes())).div_(world);
+    offset += qs[i].numel();
+    at::matmul_out(matrices[i], ps[i], qs[i].t());
+  }
+}
+
+// unflatten_average copies the all-reduced `flat` back into `parts`,
+// averaged over `world` ranks.
+void unflatten_average(at::Tensor& flat, std::vector<at::Tensor>& parts, double world) {
+  flat.div_(world);
+  int64_t offset = 0;
+  for (auto& t : parts) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
 c10::intrusive_ptr<c10::ivalue::Future> powersgd(PowerSGDState& state, GradBucket& bucket) {
   torch::NoGradGuard no_grad;
   ProcessGroup& group = *bucket.process_group();
@@ -73,28 +164,9 @@ c10::intrusive_ptr<c10::ivalue::Future> powersgd(PowerSGDState& state, GradBucke
   }
   const PowerSGDOptions& o = state.options;
   at::Tensor input_copy;
-  if (o.use_error_feedback) {
-    auto it = state.error.find(bucket.index());
-    if (it != state.error.end() && it->second.numel() == input.numel()) {
-      input.add_(it->second);
-    } else {
-      state.error[bucket.index()] = at::zeros_like(input);
-    }
-    input_copy = input.clone();
-  }
-  // Split the bucket's gradients into matrices worth compressing and the rest.
+  if (o.use_error_feedback) input_copy = add_error_feedback(state, bucket.index(), input);
   std::vector<at::Tensor> matrices, rest;
-  for (const at::Tensor& g : bucket.gradients()) {
-    if (g.dim() > 1) {
-      const int64_t n = g.size(0), m = g.numel() / g.size(0);
-      const int64_t r = std::min<int64_t>({n, m, o.matrix_approximation_rank});
-      if (static_cast<double>((n + m) * r) * o.min_compression_rate < static_cast<double>(n * m)) {
-        matrices.push_back(g.view({n, m}));
-        continue;
-      }
-    }
-    rest.push_back(g);
-  }
+  split_for_compression(bucket.gradients(), o, matrices, rest);
   // The uncompressed part travels in one flat all_reduce beside the Ps.
   std::shared_ptr<Work> rest_work;
   at::Tensor rest_flat;
@@ -106,52 +178,12 @@ c10::intrusive_ptr<c10::ivalue::Future> powersgd(PowerSGDState& state, GradBucke
   }
   if (!matrices.empty()) {
     auto& qs = state.qs[bucket.index()];
-    const bool fresh = qs.size() != matrices.size() || !o.warm_start;
-    if (fresh) {
-      qs.clear();
-      // The same seed on every rank: the Qs start equal everywhere.
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(o.random_seed);
-      for (auto& m : matrices) {
-        const int64_t r = std::min<int64_t>({m.size(0), m.size(1), o.matrix_approximation_rank});
-        at::Tensor q = at::randn({m.size(1), r}, gen, m.options());
-        orthogonalize(q, o.orthogonalization_epsilon);
-        qs.push_back(q);
-      }
-    }
-    std::vector<at::Tensor> ps;
-    for (size_t i = 0; i < matrices.size(); ++i) ps.push_back(at::matmul(matrices[i], qs[i]));
-    std::vector<at::Tensor> ps_flat_parts;
-    for (auto& p : ps) ps_flat_parts.push_back(p.reshape({-1}));
-    at::Tensor ps_flat = at::cat(ps_flat_parts);
-    all_reduce_async(group, ps_flat)->wait();
-    int64_t offset = 0;
-    for (auto& p : ps) {
-      p.copy_(ps_flat.narrow(0, offset, p.numel()).view(p.sizes()));
-      offset += p.numel();
-      orthogonalize(p, o.orthogonalization_epsilon);
-    }
-    std::vector<at::Tensor> qs_flat_parts;
-    for (size_t i = 0; i < matrices.size(); ++i) {
-      qs[i] = at::matmul(matrices[i].t(), ps[i]);
-      qs_flat_parts.push_back(qs[i].reshape({-1}));
-    }
-    at::Tensor qs_flat = at::cat(qs_flat_parts);
-    all_reduce_async(group, qs_flat)->wait();
-    offset = 0;
-    for (size_t i = 0; i < matrices.size(); ++i) {
-      qs[i].copy_(qs_flat.narrow(0, offset, qs[i].numel()).view(qs[i].sizes())).div_(world);
-      offset += qs[i].numel();
-      at::matmul_out(matrices[i], ps[i], qs[i].t());
-    }
+    if (qs.size() != matrices.size() || !o.warm_start) start_qs(qs, matrices, o);
+    compress_matrices(group, matrices, qs, o);
   }
   if (rest_work) {
     rest_work->wait();
-    rest_flat.div_(world);
-    int64_t offset = 0;
-    for (auto& t : rest) {
-      t.copy_(rest_flat.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
+    unflatten_average(rest_flat, rest, world);
   }
   if (o.use_error_feedback) state.error[bucket.index()] = input_copy - input;
   auto done = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());

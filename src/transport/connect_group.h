@@ -29,7 +29,7 @@ struct ConnectedGroup {
 };
 
 // ConnectedLinks are a group's links before an engine takes them: RPC's
-// wire (rpc/wire.h) drives them itself.
+// wire (transport/wire.h) drives them itself.
 struct ConnectedLinks {
   std::vector<std::unique_ptr<Link>> links;  // null at this rank's index
   std::unique_ptr<Acceptor> acceptor;        // lazy TCP only

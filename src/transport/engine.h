@@ -182,6 +182,21 @@ class Engine : public Transport {
   void move_user_space_links();
   // serve_ready handles peer q's descriptor that poll(2) found ready.
   void serve_ready(int peer, short revents);
+  // drive's steps, defined inline in progress_loop.cc (its only user).
+  // fill_poll_table fills fds_ for one turn: the links' descriptors (whose
+  // they are in fd_peer_), then the acceptor's, then wake_fd_ last; returns
+  // the index of the acceptor's first.
+  inline size_t fill_poll_table();
+  // ask_for_doorbells asks every user-space link's peer to ring before this
+  // thread sleeps; true when one has bytes waiting already (do not sleep).
+  // cancel_doorbells withdraws the request once awake.
+  inline bool ask_for_doorbells();
+  inline void cancel_doorbells();
+  // drain_wake_fd consumes wake()'s and interrupt()'s count.
+  inline void drain_wake_fd();
+  // serve_ready_fds handles what poll(2) found ready: the links' entries
+  // of fds_ before accepting_from, then the acceptor's `accepting`.
+  inline void serve_ready_fds(size_t accepting_from, size_t accepting);
 
   // failure_relay.cc
   // fail completes every pending request with `status` and refuses new

@@ -47,6 +47,68 @@ void Engine::serve_ready(int q, short revents) {
   if (!st.ok()) fail(st);
 }
 
+// drive's steps. They run on every turn of its loop, so they are forced
+// inline into it: as separate calls (which is what GCC chose for a plain
+// `inline`) they would put a call per turn on a small message's path.
+
+[[gnu::always_inline]] inline size_t Engine::fill_poll_table() {
+  fds_.clear();
+  fd_peer_.clear();
+  for (int q = 0; q < size_; ++q) {
+    const Peer& p = peers_[q];
+    if (!p.link || !p.closed.ok()) continue;
+    const LinkPoll watch = p.link->poll(!p.sends.empty());
+    if (watch.fd < 0) continue;
+    fds_.push_back(pollfd{watch.fd, watch.events, 0});
+    fd_peer_.push_back(q);
+  }
+  const size_t accepting_from = fds_.size();
+  if (acceptor_) acceptor_->watch(fds_);
+  fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
+  return accepting_from;
+}
+
+[[gnu::always_inline]] inline bool Engine::ask_for_doorbells() {
+  // A peer that wrote just before it saw the request is not missed: both
+  // sides order their flag and ring accesses with full fences, and the
+  // caller looks once more before it sleeps. Every link is asked, even
+  // once one has bytes waiting.
+  bool bytes_waiting = false;
+  for (Peer& p : peers_) {
+    if (!p.link || !p.link->moves_in_user_space() || !p.closed.ok()) continue;
+    if (p.link->about_to_sleep(!p.sends.empty())) bytes_waiting = true;
+  }
+  return bytes_waiting;
+}
+
+[[gnu::always_inline]] inline void Engine::cancel_doorbells() {
+  for (Peer& p : peers_) {
+    if (p.link && p.link->moves_in_user_space()) p.link->awake();
+  }
+}
+
+[[gnu::always_inline]] inline void Engine::drain_wake_fd() {
+  uint64_t count;
+  ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
+  (void)ignored;
+}
+
+[[gnu::always_inline]] inline void Engine::serve_ready_fds(size_t accepting_from, size_t accepting) {
+  for (size_t i = 0; i < accepting_from && failed_.ok(); ++i) {
+    if (fds_[i].revents) serve_ready(fd_peer_[i], fds_[i].revents);
+  }
+  if (accepting && failed_.ok()) {
+    became_ready_.clear();
+    Status st = acceptor_->on_ready(&fds_[accepting_from], accepting, &became_ready_);
+    if (!st.ok()) fail(st);
+    // A link the acceptor just connected may have sends queued for it.
+    for (size_t i = 0; i < became_ready_.size() && failed_.ok(); ++i) {
+      st = write_to(became_ready_[i]);
+      if (!st.ok()) fail(st);
+    }
+  }
+}
+
 template <class Finished>
 bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
   SpinPermit permit;
@@ -68,37 +130,16 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
       if (user_space_moves_ != before) spell.restart(now);
       if (finished() || !failed_.ok()) return true;
     }
-    fds_.clear();
-    fd_peer_.clear();
-    for (int q = 0; q < size_; ++q) {
-      const Peer& p = peers_[q];
-      if (!p.link || !p.closed.ok()) continue;
-      const LinkPoll watch = p.link->poll(!p.sends.empty());
-      if (watch.fd < 0) continue;
-      fds_.push_back(pollfd{watch.fd, watch.events, 0});
-      fd_peer_.push_back(q);
-    }
-    const size_t accepting_from = fds_.size();
-    if (acceptor_) acceptor_->watch(fds_);
-    const size_t accepting = fds_.size() - accepting_from;
-    fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
-    const size_t n = fds_.size();
+    const size_t accepting_from = fill_poll_table();
+    const size_t n = fds_.size();  // the last entry is wake_fd_
     const QuietSpell::Phase phase = spell.phase(now);
     int timeout = phase != QuietSpell::Phase::kSleep
                       ? 0
                       : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
+    // About to sleep: ask the user-space links' peers for a doorbell, then
+    // look once more (the poll below, not sleeping if bytes came).
     const bool asked_for_doorbells = timeout != 0 && any_user_space_;
-    if (asked_for_doorbells) {
-      // About to sleep: ask the user-space links' peers for a doorbell,
-      // then look once more, so that a peer that wrote just before it saw
-      // the request is not missed (both sides order their flag and ring
-      // accesses with full fences). Every link is asked, even once one has
-      // bytes waiting.
-      for (Peer& p : peers_) {
-        if (!p.link || !p.link->moves_in_user_space() || !p.closed.ok()) continue;
-        if (p.link->about_to_sleep(!p.sends.empty())) timeout = 0;
-      }
-    }
+    if (asked_for_doorbells && ask_for_doorbells()) timeout = 0;
     int rc = 0;
     // Spinning on user-space links alone: the descriptors need a look only
     // now and then.
@@ -106,11 +147,7 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     // After a sleep the turn's clock reading is stale by the sleep: what
     // woke it must push the end of the spin out from now, not from then.
     if (timeout != 0) now = Clock::now();
-    if (asked_for_doorbells) {
-      for (Peer& p : peers_) {
-        if (p.link && p.link->moves_in_user_space()) p.link->awake();
-      }
-    }
+    if (asked_for_doorbells) cancel_doorbells();
     if (rc < 0 && errno != EINTR) {
       fail(network_error(std::string("poll failed: ") + std::strerror(errno)));
       continue;
@@ -121,9 +158,7 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     if (rc == 0 && timeout == 0 && phase != QuietSpell::Phase::kBareSpin) sched_yield();
     const bool woken = rc > 0 && fds_[n - 1].revents;
     if (woken) {
-      uint64_t count;
-      ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
-      (void)ignored;
+      drain_wake_fd();
       if (interrupted_.load()) {
         check_interrupt();
         continue;
@@ -139,18 +174,7 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     }
     if (rc > (woken ? 1 : 0)) {
       spell.restart(now);
-      for (size_t i = 0; i < accepting_from && failed_.ok(); ++i) {
-        if (fds_[i].revents) serve_ready(fd_peer_[i], fds_[i].revents);
-      }
-      if (accepting && failed_.ok()) {
-        became_ready_.clear();
-        Status st = acceptor_->on_ready(&fds_[accepting_from], accepting, &became_ready_);
-        if (!st.ok()) fail(st);
-        for (size_t i = 0; i < became_ready_.size() && failed_.ok(); ++i) {
-          st = write_to(became_ready_[i]);
-          if (!st.ok()) fail(st);
-        }
-      }
+      serve_ready_fds(accepting_from, n - 1 - accepting_from);
     }
     now = Clock::now();
     // Deadlines are looked at in the first turn of every call (a one-turn

@@ -33,6 +33,14 @@ constexpr size_t kPieceBytes = 256 << 10;
 // whether they all left without handing it back.
 constexpr int kDriversLookMs = 1;
 
+// drain_eventfd consumes an eventfd's count, so that its next poll(2)
+// sleeps until the next write.
+void drain_eventfd(int fd) {
+  uint64_t count;
+  ssize_t ignored = ::read(fd, &count, sizeof count);
+  (void)ignored;
+}
+
 size_t body_bytes(const std::vector<iovec>& body) {
   size_t n = 0;
   for (const iovec& v : body) n += v.iov_len;
@@ -448,6 +456,57 @@ void MessageWire::leave_driving(bool hand_back) {
   if (waiting) ring();
 }
 
+// The helpers below are run()'s steps, one turn of its loop each; they are
+// forced inline into it so that the spinning loop pays no call for them.
+
+[[gnu::always_inline]] inline void MessageWire::wait_out_drivers() {
+  pollfd w{wake_fd_, POLLIN, 0};
+  if (::poll(&w, 1, kDriversLookMs) > 0) drain_eventfd(wake_fd_);
+  waiting_for_drivers_.store(false, std::memory_order_relaxed);
+}
+
+[[gnu::always_inline]] inline bool MessageWire::announce_sleep(bool any_user_space) {
+  // Said before the last look at the queues: a sender either finds this
+  // flag set and rings, or its queue is seen here.
+  asleep_.store(true, std::memory_order_seq_cst);
+  bool stay_awake = false;
+  for (const Peer& p : peers_) {
+    if (p.has_sends.load(std::memory_order_seq_cst)) stay_awake = true;
+  }
+  if (stop_.load(std::memory_order_acquire) || drivers_.load() > 0) stay_awake = true;
+  if (any_user_space) {
+    for (Peer& p : peers_) {
+      if (!p.link || p.lost || !p.link->moves_in_user_space()) continue;
+      if (p.link->about_to_sleep(p.has_sends.load(std::memory_order_relaxed))) stay_awake = true;
+    }
+  }
+  return !stay_awake;
+}
+
+[[gnu::always_inline]] inline int MessageWire::poll_for_events(std::unique_lock<std::mutex>& lock,
+                                                                std::vector<pollfd>& fds, int timeout) {
+  if (timeout != 0) {
+    // Asleep without the wire: a thread that comes to drive it may.
+    lock.unlock();
+    const int rc = ::poll(fds.data(), fds.size(), timeout);
+    lock.lock();
+    return rc;
+  }
+  // Spinning over shared memory alone, the descriptors (doorbells, ends,
+  // the wake-up) need a look only now and then: a poll(2) per turn would
+  // cost more than the turn.
+  if (!all_user_space_ || (++turn_ & 15) == 0) return ::poll(fds.data(), fds.size(), 0);
+  return 0;
+}
+
+[[gnu::always_inline]] inline void MessageWire::cancel_sleep() {
+  if (!asleep_.load(std::memory_order_relaxed)) return;
+  asleep_.store(false, std::memory_order_relaxed);
+  for (Peer& p : peers_) {
+    if (p.link && p.link->moves_in_user_space()) p.link->awake();
+  }
+}
+
 void MessageWire::run() {
   const auto budget =
       std::chrono::microseconds(std::max<int64_t>(0, config_int(knobs::kTcpSpinUs)));
@@ -460,21 +519,18 @@ void MessageWire::run() {
   QuietSpell spell(permit->granted() ? budget : std::chrono::microseconds(0), spin_bare_);
   Clock::time_point now = Clock::now();
   spell.restart(now);
-  auto wake_up = [&] {
+  // start_spell takes a new permit and starts a quiet spell of up to
+  // `spin` (none without the permit) from now.
+  auto start_spell = [&](std::chrono::microseconds spin, bool bare) {
     now = Clock::now();
     permit = std::make_unique<SpinPermit>();
-    spell = QuietSpell(permit->granted() ? budget : std::chrono::microseconds(0), spin_bare_);
+    spell = QuietSpell(permit->granted() ? spin : std::chrono::microseconds(0), bare);
     spell.restart(now);
   };
   // This thread's own table: it polls it with the wire let go, while a
   // driver may be using the shared one.
   std::vector<pollfd> fds;
   std::vector<int> fd_peer;
-  auto drain_wake = [&] {
-    uint64_t count;
-    ssize_t ignored = ::read(wake_fd_, &count, sizeof count);
-    (void)ignored;
-  };
   while (!stop_.load(std::memory_order_acquire)) {
     // Another thread of this process drives the wire (a caller waiting for
     // its answer, an idle worker thread): it reads what comes and runs it
@@ -483,16 +539,11 @@ void MessageWire::run() {
     waiting_for_drivers_.store(true, std::memory_order_seq_cst);
     if (drivers_.load(std::memory_order_seq_cst) > 0) {
       permit.reset();
-      pollfd w{wake_fd_, POLLIN, 0};
-      if (::poll(&w, 1, kDriversLookMs) > 0) drain_wake();
-      waiting_for_drivers_.store(false, std::memory_order_relaxed);
+      wait_out_drivers();
       // Back on duty: one look, then asleep (doorbells asked for) unless
       // something moves; spinning here would take a core from the drivers
       // that come and go.
-      now = Clock::now();
-      permit = std::make_unique<SpinPermit>();
-      spell = QuietSpell(std::chrono::microseconds(0), false);
-      spell.restart(now);
+      start_spell(std::chrono::microseconds(0), false);
       continue;
     }
     waiting_for_drivers_.store(false, std::memory_order_relaxed);
@@ -504,46 +555,18 @@ void MessageWire::run() {
     const QuietSpell::Phase phase = spell.phase(now);
     int timeout = phase == QuietSpell::Phase::kSleep ? -1 : 0;
     if (timeout != 0) {
-      // Said before the last look at the queues: a sender either finds
-      // this flag set and rings, or its queue is seen here.
-      asleep_.store(true, std::memory_order_seq_cst);
-      for (const Peer& p : peers_) {
-        if (p.has_sends.load(std::memory_order_seq_cst)) timeout = 0;
-      }
-      if (stop_.load(std::memory_order_acquire) || drivers_.load() > 0) timeout = 0;
-      if (any_user_space) {
-        for (Peer& p : peers_) {
-          if (!p.link || p.lost || !p.link->moves_in_user_space()) continue;
-          if (p.link->about_to_sleep(p.has_sends.load(std::memory_order_relaxed))) timeout = 0;
-        }
-      }
+      if (!announce_sleep(any_user_space)) timeout = 0;
       if (timeout != 0) permit.reset();
     }
-    int rc = 0;
-    if (timeout != 0) {
-      // Asleep without the wire: a thread that comes to drive it may.
-      lock.unlock();
-      rc = ::poll(fds.data(), fds.size(), timeout);
-      lock.lock();
-    } else if (!all_user_space_ || (++turn_ & 15) == 0) {
-      // Spinning over shared memory alone, the descriptors (doorbells,
-      // ends, the wake-up) need a look only now and then: a poll(2) per
-      // turn would cost more than the turn.
-      rc = ::poll(fds.data(), fds.size(), 0);
-    }
-    if (asleep_.load(std::memory_order_relaxed)) {
-      asleep_.store(false, std::memory_order_relaxed);
-      for (Peer& p : peers_) {
-        if (p.link && p.link->moves_in_user_space()) p.link->awake();
-      }
-    }
-    if (!permit) wake_up();
+    const int rc = poll_for_events(lock, fds, timeout);
+    cancel_sleep();
+    if (!permit) start_spell(budget, spin_bare_);
     if (rc < 0 && errno != EINTR) {
       COHORT_LOG(kError) << "rpc wire: poll failed: " << std::strerror(errno);
       continue;
     }
     if (rc > 0) {
-      if (fds.back().revents) drain_wake();
+      if (fds.back().revents) drain_eventfd(wake_fd_);
       serve_locked(fds, fd_peer, peers_polled, &moved);
       spell.restart(now);
     }

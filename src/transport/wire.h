@@ -154,6 +154,21 @@ class MessageWire {
   MessageWire(int rank, int size, std::vector<std::unique_ptr<Link>> links, std::shared_ptr<shm::Arena> arena,
               bool spin_bare, std::vector<std::string> addresses);
   void run();
+  // run()'s steps, defined inline in wire.cc (their only user).
+  // wait_out_drivers sleeps up to kDriversLookMs while other threads drive
+  // the wire (the last to leave rings).
+  inline void wait_out_drivers();
+  // announce_sleep tells the senders and every shared-memory peer that
+  // this thread is about to sleep (they ring from now on); false when
+  // something is already waiting, so it must not. cancel_sleep undoes it
+  // once awake.
+  inline bool announce_sleep(bool any_user_space);
+  inline void cancel_sleep();
+  // poll_for_events polls `fds`: with `lock` let go when it may sleep
+  // (`timeout` not 0), else without sleeping, and then only every 16th
+  // turn when every link is in shared memory. Returns what poll(2)
+  // returned, or 0 for a turn without a look.
+  inline int poll_for_events(std::unique_lock<std::mutex>& lock, std::vector<pollfd>& fds, int timeout);
   // With drive_mu_ held: move what the links can move now (queued sends,
   // shared-memory reads); gather what poll(2) should watch; handle what it
   // found for the first `peers_polled` entries.

@@ -9,7 +9,7 @@
 
 #include "cohort/config.h"
 #include "cohort/hash_store.h"
-#include "diagnostics/desync_check.h"
+#include "process_group/desync_check.h"
 
 namespace cohort::testing {
 namespace {

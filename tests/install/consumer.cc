@@ -1,8 +1,6 @@
 // Built against an install tree by check_install.cmake: proves that the
 // installed headers and library are enough to use cohort.
-#include <cohort/errors.h>
-#include <cohort/hash_store.h>
-#include <cohort/tcp_store.h>
+#include <cohort/cohort.h>  // the umbrella header of cohort::cohort
 
 #include <cstdio>
 

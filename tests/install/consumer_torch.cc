@@ -1,8 +1,6 @@
 // Built against an install tree by check_install.cmake where cohort has its
 // libtorch layer: proves that cohort::cohort_torch is usable from there.
-#include <cohort/distributed.h>
-#include <cohort/hash_store.h>
-#include <cohort/tensor.h>
+#include <cohort/torch.h>  // the umbrella header of cohort::cohort_torch
 #include <torch/torch.h>
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The collective checks of the matrix (DESIGN.md), shared by every
+// The collective checks of the matrix (docs/design.md), shared by every
 // harness: each runs on one rank of a group and checks its results against
 // reference.h. The ranks-as-threads matrix (collective_matrix_test.cc) and
 // the MPI backend's program under mpirun (mpi_collectives_test.cc) call the

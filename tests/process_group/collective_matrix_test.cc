@@ -1,4 +1,4 @@
-// The collective matrix (DESIGN.md): world sizes 1, 2, 3, 4, 5, 8 x sizes
+// The collective matrix (docs/design.md): world sizes 1, 2, 3, 4, 5, 8 x sizes
 // 0, 1, odd, over 1 MiB x every dtype x every op, for all_reduce, reduce and
 // reduce_scatter, and every other collective, each checked against a
 // reference computed locally (the checks are in collective_checks.cc,

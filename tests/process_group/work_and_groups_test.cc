@@ -9,6 +9,13 @@
 #include "cohort/prefix_store.h"
 #include "process_group/thread_ranks.h"
 
+namespace cohort {
+// WorkTestPeer completes a Work by hand, as only a ProcessGroup may.
+struct WorkTestPeer {
+  static void complete(Work& w, std::exception_ptr error, int source_rank = -1) { w.complete(error, source_rank); }
+};
+}  // namespace cohort
+
 namespace cohort::testing {
 namespace {
 
@@ -21,8 +28,8 @@ TEST(WorkTest, CompletesOnceAndRunsEveryCallbackOnce) {
   });
   auto future = w.get_future();
   EXPECT_FALSE(w.is_completed());
-  w.complete(nullptr, 3);
-  w.complete(std::make_exception_ptr(NetworkError("late")));  // ignored
+  WorkTestPeer::complete(w, nullptr, 3);
+  WorkTestPeer::complete(w, std::make_exception_ptr(NetworkError("late")));  // ignored
   EXPECT_EQ(calls.load(), 1);
   EXPECT_TRUE(w.is_success());
   EXPECT_EQ(w.source_rank(), 3);
@@ -36,7 +43,7 @@ TEST(WorkTest, ErrorsReachWaitFutureAndCallbacks) {
   Work w("failing op");
   std::atomic<int> saw_error{0};
   w.then([&](Work& done) { saw_error += done.exception() != nullptr; });
-  w.complete(std::make_exception_ptr(TimeoutError("too slow")));
+  WorkTestPeer::complete(w, std::make_exception_ptr(TimeoutError("too slow")));
   EXPECT_THROW(w.wait(), TimeoutError);
   EXPECT_THROW(w.get_future().get(), TimeoutError);
   EXPECT_FALSE(w.is_success());

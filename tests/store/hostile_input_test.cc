@@ -135,7 +135,7 @@ TEST_F(HostileInputTest, ClientSendingOneBytePerSecondDoesNotHoldUpOthers) {
   wire::encode_request(wire::Request{wire::Op::kSet, {"slow"}, {to_bytes("v")}, 0}, &frame);
   std::thread dribble([&] {
     for (size_t i = 0; i < 3; ++i) {
-      send_all(slow.fd(), &frame[i], 1, Deadline::after(seconds(5)));
+      ASSERT_TRUE(send_all(slow.fd(), &frame[i], 1, Deadline::after(seconds(5))).ok());
       std::this_thread::sleep_for(seconds(1));
     }
   });

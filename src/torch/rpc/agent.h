@@ -94,7 +94,7 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
   int resolve(const To& to) const;         // InvalidArgument for an unknown worker
   std::chrono::milliseconds effective(std::chrono::milliseconds timeout) const;
 
-  // Calls (agent.cc).
+  // Calls (agent_calls.cc; what arrives: agent_incoming.cc).
   // join: init_rpc's meeting with the other workers (see agent.cc).
   void join(const std::shared_ptr<Store>& store, const std::string& master_host, std::chrono::milliseconds timeout);
   IValue call_sync(int to, const std::string& function, std::vector<IValue> args, std::chrono::milliseconds timeout);
@@ -143,7 +143,7 @@ class RpcAgent : public WireHandler, public std::enable_shared_from_this<RpcAgen
   };
 
 
-  // agent.cc
+  // agent_calls.cc
   IValue wait(SyncSlot& slot);
   uint64_t start(int to, MessageType type, const IValue& payload, bool has_rrefs, Pending pending);
   void send_call(int to, const char* kind, const std::string& function, std::vector<IValue> args,

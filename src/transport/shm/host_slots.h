@@ -1,5 +1,5 @@
 // host_slots.h (shm): the shared memory of a group's ranks on one host,
-// as the direct algorithms (algorithms/shm_direct.cc) see it: who is
+// as the direct algorithms (algorithms/shm_direct*.cc) see it: who is
 // here, per rank an arrival counter and two slots with their stamps,
 // reads of another rank's memory, and the host's symmetric allocations.
 // Nothing of rings, segments or their set-up: the arena (arena.h), which

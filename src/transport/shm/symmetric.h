@@ -9,7 +9,7 @@
 // pay. all_reduce finds out that a buffer lies in such a block through the
 // registry below; the ranks then tell each other, in a table of pieces
 // each publishes in its first slot, which allocation and offset each piece
-// is at (algorithms/shm_direct.cc).
+// is at (algorithms/shm_direct_reduce.cc).
 //
 // Allocations are numbered by the group (the k-th collective allocation of
 // a group has number k on every rank), so a number names the same segment

@@ -113,76 +113,49 @@ std::optional<Hello> read_hello(int fd, Deadline deadline) {
   return decode_hello(bytes.data(), bytes.size());
 }
 
-}  // namespace
-
-Result<std::string> local_address(const std::string& peer_host) {
-  std::string ifname = config_string(knobs::kSocketIfname);
-  if (!ifname.empty()) return interface_address(ifname);
-  if (peer_host.empty()) return std::string("127.0.0.1");
-  return route_source(peer_host);
+// never_arrived is the timeout error naming the ranks that had not published
+// an address when time ran out, and how long this rank waited for them.
+// Before the addresses, ranks wait for rank 0 alone (its seat claim is the
+// first step), hence `only_rank0`.
+Status never_arrived(Store& store, const std::vector<std::string>& keys,
+                     std::chrono::steady_clock::time_point waited_from, bool only_rank0) {
+  const int size = static_cast<int>(keys.size());
+  std::vector<int> missing;
+  for (int q = 0; q < size; ++q) {
+    if (only_rank0 ? q == 0 : !store.check({keys[q]})) missing.push_back(q);
+  }
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from);
+  return timeout_error("ranks " + rank_list(missing) + " never arrived (waited " +
+                       std::to_string(waited.count()) + " ms for " + std::to_string(size) + " ranks)");
 }
 
-Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline,
-                          bool allow_lazy) {
-  auto listener = listen_tcp(address, 0);
-  if (!listener.ok())
-    return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
-  const std::string mine = format_address(address, local_port(listener.value().fd()));
-  const auto waited_from = std::chrono::steady_clock::now();
-  std::vector<std::string> keys;
-  for (int q = 0; q < size; ++q) keys.push_back(addr_key(q));
-  // The ranks that have not published an address, when time ran out.
-  // (Before the addresses, ranks wait for rank 0 alone: `only_rank0`.)
-  auto never_arrived = [&](bool only_rank0 = false) {
-    std::vector<int> missing;
-    for (int q = 0; q < size; ++q) {
-      if (only_rank0 ? q == 0 : !store.check({keys[q]})) missing.push_back(q);
-    }
-    const auto waited =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from);
-    return timeout_error("ranks " + rank_list(missing) + " never arrived (waited " +
-                         std::to_string(waited.count()) + " ms for " + std::to_string(size) + " ranks)");
-  };
-  auto seat = claim_seat(store, rank, size, deadline);
-  if (!seat.ok()) {
-    if (seat.status().code() == StatusCode::kTimeout) return never_arrived(true);
-    return seat.status();
-  }
-  GroupCredentials credentials{seat.value(), config_string(knobs::kStoreToken), describe_this_process()};
-  store.set(addr_key(rank), to_bytes(mine));
-
-  // Wait for every address, a second at a time: a rank whose seat claim
-  // failed (a duplicate, another world size) ends every wait at once.
-  std::vector<Bytes> addresses;
+// wait_for_addresses waits for every rank's address, a second at a time: a
+// rank whose seat claim failed (a duplicate, another world size) ends every
+// wait at once instead of leaving the others to time out.
+Result<std::vector<Bytes>> wait_for_addresses(Store& store, int rank, const std::vector<std::string>& keys,
+                                              Deadline deadline,
+                                              std::chrono::steady_clock::time_point waited_from) {
   for (;;) {
     try {
       store.wait(keys, deadline.slice(std::chrono::milliseconds(1000)));
-      addresses = store.multi_get(keys);
-      break;
+      return store.multi_get(keys);
     } catch (const TimeoutError&) {
       if (auto problem = seat_problem(store)) {
         acknowledge_seat_problem(store);
         return invalid_argument("rank " + std::to_string(rank) + " cannot join: " + *problem);
       }
-      if (!deadline.is_never() && deadline.expired()) return never_arrived();
+      if (!deadline.is_never() && deadline.expired()) return never_arrived(store, keys, waited_from, false);
     }
   }
+}
 
-  std::vector<Socket> sockets(static_cast<size_t>(size));
-  std::vector<std::string> names(static_cast<size_t>(size));
-  for (int q = 0; q < size; ++q) names[q] = to_string(addresses[q]);
-  if (allow_lazy && config_string(knobs::kTcpConnect) == "lazy") {
-    // Everyone has joined; connections come with the first messages.
-    Mesh mesh;
-    mesh.sockets.resize(static_cast<size_t>(size));
-    mesh.addresses = std::move(names);
-    mesh.listener = std::move(listener.value());
-    mesh.credentials = std::move(credentials);
-    mesh.lazy = true;
-    return mesh;
-  }
-
-  // Connect to every lower rank and say who we are.
+// call_lower_ranks connects to every lower rank and sends it this rank's
+// hello; the answers are read later (await_hello_verdicts) so that no rank
+// waits on one that is still calling.
+Status call_lower_ranks(int rank, int size, const std::vector<std::string>& names,
+                        const GroupCredentials& credentials, Deadline deadline,
+                        std::vector<Socket>& sockets) {
   for (int q = 0; q < rank; ++q) {
     std::string host;
     uint16_t port = 0;
@@ -199,10 +172,17 @@ Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& a
       return st.with_context("rank " + std::to_string(rank) + " saying hello to rank " + std::to_string(q));
     sockets[q] = std::move(s.value());
   }
-  // Accept one connection from every higher rank.
+  return Status::ok_status();
+}
+
+// accept_higher_ranks accepts one connection from every higher rank. A
+// connection without a cohort hello, or with one this group refuses, is
+// dropped (with the refusal sent back) and does not count.
+Status accept_higher_ranks(int listener, int rank, int size, const GroupCredentials& credentials,
+                           Deadline deadline, std::vector<Socket>& sockets) {
   std::vector<bool> have(static_cast<size_t>(size), false);
   for (int accepted = 0; accepted < size - 1 - rank; ++accepted) {
-    auto fd = accept_one(listener.value().fd(), deadline);
+    auto fd = accept_one(listener, deadline);
     if (!fd.ok()) {
       std::vector<int> missing;
       for (int q = rank + 1; q < size; ++q) {
@@ -239,8 +219,14 @@ Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& a
     have[peer] = true;
     sockets[peer] = std::move(s);
   }
-  // Every lower rank's answer to this rank's hello: once the higher ranks
-  // are accepted, so no rank waits on one that is still calling.
+  return Status::ok_status();
+}
+
+// await_hello_verdicts reads every lower rank's answer to this rank's hello.
+// It runs once the higher ranks are accepted, so no rank waits on one that
+// is still calling.
+Status await_hello_verdicts(int rank, const std::vector<std::string>& names, Deadline deadline,
+                            const std::vector<Socket>& sockets) {
   for (int q = 0; q < rank; ++q) {
     uint8_t verdict = 0;
     Status st = recv_all(sockets[q].fd(), &verdict, 1, deadline);
@@ -260,15 +246,76 @@ Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& a
       return why.status().with_context("rank " + std::to_string(q) + " refused rank " + std::to_string(rank));
     return invalid_argument(refused_by_them(why.value().first, rank, q, names[q], why.value().second));
   }
+  return Status::ok_status();
+}
+
+// ready_for_links makes the connected sockets what links expect: the
+// handshake is blocking, the links' I/O is not, and the buffer size knob
+// applies to every pair.
+Status ready_for_links(int rank, std::vector<Socket>& sockets) {
   const int buffer_bytes = static_cast<int>(config_int(knobs::kTcpBufferBytes));
   for (auto& s : sockets) {
     if (!s.valid()) continue;
-    set_nonblocking(s.fd(), true);
+    Status nonblocking = set_nonblocking(s.fd(), true);
+    if (!nonblocking.ok())
+      return nonblocking.with_context("rank " + std::to_string(rank) + " connecting over TCP");
     if (buffer_bytes > 0) {
       setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
       setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
     }
   }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Result<std::string> local_address(const std::string& peer_host) {
+  std::string ifname = config_string(knobs::kSocketIfname);
+  if (!ifname.empty()) return interface_address(ifname);
+  if (peer_host.empty()) return std::string("127.0.0.1");
+  return route_source(peer_host);
+}
+
+Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline,
+                          bool allow_lazy) {
+  auto listener = listen_tcp(address, 0);
+  if (!listener.ok())
+    return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
+  const std::string mine = format_address(address, local_port(listener.value().fd()));
+  const auto waited_from = std::chrono::steady_clock::now();
+  std::vector<std::string> keys;
+  for (int q = 0; q < size; ++q) keys.push_back(addr_key(q));
+  auto seat = claim_seat(store, rank, size, deadline);
+  if (!seat.ok()) {
+    if (seat.status().code() == StatusCode::kTimeout) return never_arrived(store, keys, waited_from, true);
+    return seat.status();
+  }
+  GroupCredentials credentials{seat.value(), config_string(knobs::kStoreToken), describe_this_process()};
+  store.set(addr_key(rank), to_bytes(mine));
+  auto addresses = wait_for_addresses(store, rank, keys, deadline, waited_from);
+  if (!addresses.ok()) return addresses.status();
+
+  std::vector<Socket> sockets(static_cast<size_t>(size));
+  std::vector<std::string> names(static_cast<size_t>(size));
+  for (int q = 0; q < size; ++q) names[q] = to_string(addresses.value()[q]);
+  if (allow_lazy && config_string(knobs::kTcpConnect) == "lazy") {
+    // Everyone has joined; connections come with the first messages.
+    Mesh mesh;
+    mesh.sockets.resize(static_cast<size_t>(size));
+    mesh.addresses = std::move(names);
+    mesh.listener = std::move(listener.value());
+    mesh.credentials = std::move(credentials);
+    mesh.lazy = true;
+    return mesh;
+  }
+
+  // The listen backlog holds the higher ranks' calls while this rank calls
+  // the lower ones, so this order cannot deadlock (connect.h).
+  Status st = call_lower_ranks(rank, size, names, credentials, deadline, sockets);
+  if (st.ok()) st = accept_higher_ranks(listener.value().fd(), rank, size, credentials, deadline, sockets);
+  if (st.ok()) st = await_hello_verdicts(rank, names, deadline, sockets);
+  if (st.ok()) st = ready_for_links(rank, sockets);
+  if (!st.ok()) return st;
   COHORT_LOG(kDebug) << "rank " << rank << " connected to " << size - 1 << " peers over TCP from " << mine;
   Mesh mesh;
   mesh.sockets = std::move(sockets);

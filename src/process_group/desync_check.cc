@@ -1,4 +1,4 @@
-#include "diagnostics/desync_check.h"
+#include "process_group/desync_check.h"
 
 #include <algorithm>
 #include <cstring>

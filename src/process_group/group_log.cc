@@ -1,10 +1,10 @@
-#include "diagnostics/group_log.h"
+#include "process_group/group_log.h"
 
 #include "cohort/process_group.h"
 #include "common/debug_level.h"
 #include "common/logging.h"
-#include "diagnostics/desync_check.h"
 #include "process_group/backend.h"
+#include "process_group/desync_check.h"
 
 namespace cohort {
 
