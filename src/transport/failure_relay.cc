@@ -124,6 +124,20 @@ std::string Engine::owed_peers() const {
   std::string out;
   if (!from.empty()) out += "still waiting to receive from ranks " + list(from);
   if (!to.empty()) out += std::string(out.empty() ? "" : "; ") + "still sending to ranks " + list(to);
+  // A peer whose host stopped answering is the cause; name its host.
+  std::vector<int> owed = from;
+  owed.insert(owed.end(), to.begin(), to.end());
+  std::sort(owed.begin(), owed.end());
+  owed.erase(std::unique(owed.begin(), owed.end()), owed.end());
+  for (int q : owed) {
+    if (q < 0 || q >= size_ || !peers_[q].link) continue;
+    const std::string silence = peers_[q].link->unreachable_since();
+    if (silence.empty()) continue;
+    const std::string& address = peers_[q].link->address();
+    const std::string host = address.substr(0, address.rfind(':'));
+    out += "; rank " + std::to_string(q) + " on host " + host + " is unreachable (" + silence +
+           "): the network link to that host, or the host, is down";
+  }
   return out;
 }
 

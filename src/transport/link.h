@@ -107,6 +107,13 @@ class Link {
 
   // shut_down ends the link for both directions: the peer sees its end.
   virtual void shut_down() = 0;
+
+  // unreachable_since says, for a timeout's message, why the peer's host
+  // looks cut off at the network level ("nothing acknowledged for 4.1 s"),
+  // or "" when its host still answers or the link cannot tell. A peer
+  // process that is merely stopped or slow still has its kernel answer,
+  // so this tells a cut link or a dead host from a stuck rank.
+  virtual std::string unreachable_since() const { return {}; }
 };
 
 // Acceptor takes the connections that peers make to this rank when links

@@ -20,15 +20,8 @@ cleanup() {
   rm -rf "$logs"
 }
 trap cleanup EXIT
-ip netns add "$a" && ip netns add "$b" || { echo "SKIP: ip netns add failed"; exit 77; }
-ip link add "${tag}x" netns "$a" type veth peer name "${tag}y" netns "$b" || { echo "SKIP: veth failed"; exit 77; }
-ip -n "$a" addr add 10.77.$(($$ % 200)).1/24 dev "${tag}x"
-ip -n "$b" addr add 10.77.$(($$ % 200)).2/24 dev "${tag}y"
-for ns in "$a" "$b"; do
-  ip -n "$ns" link set lo up
-done
-ip -n "$a" link set "${tag}x" up
-ip -n "$b" link set "${tag}y" up
+source "$(dirname "$0")/two_host_namespaces.sh"
+make_two_hosts "$a" "$b" "$tag" "10.77.$(($$ % 200))"
 master="10.77.$(($$ % 200)).1"
 port=29611
 pids=()

@@ -26,6 +26,11 @@
 namespace cohort::shm {
 namespace {
 
+// How long past its deadline a wait gives the ranks it awaits to report
+// their own failure (wait_for): far below the 2 s in which a failure
+// reaches every rank, far above the time a report takes on one host.
+constexpr auto kReportGrace = std::chrono::milliseconds(500);
+
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::microseconds slice) {
   timespec ts{static_cast<time_t>(slice.count() / 1000000),
               static_cast<long>(slice.count() % 1000000) * 1000};
@@ -232,6 +237,12 @@ Status HostSlots::wait_for(int local, uint64_t target, Deadline deadline,
     }
     return "[" + s + "]";
   };
+  // Past the deadline, the ranks still awaited get a moment to report
+  // first: they had the same deadline, and one that waits on a peer across
+  // the network (a cut link) names that cause, where this rank could only
+  // name them.
+  Deadline until = deadline;
+  bool graced = false;
   for (;;) {
     header_->waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t epoch = header_->epoch.load(std::memory_order_seq_cst);
@@ -240,8 +251,8 @@ Status HostSlots::wait_for(int local, uint64_t target, Deadline deadline,
       return Status::ok_status();
     }
     auto slice = std::chrono::microseconds(busy ? 1000 : 20000);
-    if (!deadline.is_never()) {
-      auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline.when() - Clock::now());
+    if (!until.is_never()) {
+      auto left = std::chrono::duration_cast<std::chrono::microseconds>(until.when() - Clock::now());
       slice = std::max(std::chrono::microseconds(1), std::min(slice, left));
     }
     futex_wait(&header_->epoch, epoch, slice);
@@ -261,7 +272,12 @@ Status HostSlots::wait_for(int local, uint64_t target, Deadline deadline,
                              " on this host) is gone: it exited or was killed during " + what);
       }
     }
-    if (deadline.expired()) {
+    if (until.expired()) {
+      if (!graced) {
+        graced = true;
+        until = Deadline::after(kReportGrace);
+        continue;
+      }
       return timeout_error(what + ": Timed out (still waiting in shared memory for ranks " + peer_names() + ")");
     }
   }

@@ -6,12 +6,53 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 #include "common/logging.h"
 
 namespace cohort::tcp {
+namespace {
+
+// How long the kernel keeps retrying an unanswered connection before it
+// closes it. Far longer than any sensible operation timeout, so that the
+// operation's own deadline, not the kernel, decides when a cut link has
+// been down too long; without it keepalive would close after 128 s.
+constexpr unsigned kKernelGiveUpMs = 3600 * 1000;
+
+}  // namespace
+
 TcpLink::TcpLink(Socket socket, std::string address)
-    : socket_(std::move(socket)), address_(std::move(address)) {}
+    : socket_(std::move(socket)), address_(std::move(address)) {
+  probe_when_idle();
+}
+
+void TcpLink::probe_when_idle() {
+  if (!socket_.valid()) return;
+  // Best effort: without probes a timeout names the peer but cannot say
+  // that its host stopped answering.
+  int one = 1, idle_s = 1, interval_s = 1;
+  unsigned give_up_ms = kKernelGiveUpMs;
+  (void)setsockopt(socket_.fd(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  (void)setsockopt(socket_.fd(), IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s);
+  (void)setsockopt(socket_.fd(), IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s);
+  (void)setsockopt(socket_.fd(), IPPROTO_TCP, TCP_USER_TIMEOUT, &give_up_ms, sizeof give_up_ms);
+}
+
+std::string TcpLink::unreachable_since() const {
+  if (!socket_.valid() || state_ != State::kReady) return {};
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(socket_.fd(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return {};
+  // Something is owed an answer (data sent, or a keepalive probe) and the
+  // peer's kernel has acknowledged nothing for over a second: a live
+  // host answers within a round trip, even when its process is stopped.
+  const bool asked = info.tcpi_unacked > 0 || info.tcpi_probes > 0;
+  if (!asked || info.tcpi_last_ack_recv < 1000) return {};
+  char text[96];
+  std::snprintf(text, sizeof text, "its host has acknowledged nothing for %.1f s",
+                static_cast<double>(info.tcpi_last_ack_recv) / 1000.0);
+  return text;
+}
 
 TcpLink::TcpLink(std::string address, int rank, int peer, int size,
                  std::shared_ptr<const GroupCredentials> credentials)
@@ -85,6 +126,7 @@ Status TcpLink::open(Deadline deadline) {
   if (!st.ok()) return st.with_context("saying hello to " + peer_name());
   socket_ = std::move(s.value());
   state_ = State::kInitiated;
+  probe_when_idle();
   COHORT_LOG(kDebug) << "rank " << rank_ << " connecting to " << peer_name() << " on first use";
   return Status::ok_status();
 }
@@ -116,6 +158,7 @@ void TcpLink::adopt(Socket socket) {
   setsockopt(socket.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   socket_ = std::move(socket);  // drops a connection we started, if any: the peer refuses it
   state_ = State::kReady;
+  probe_when_idle();
 }
 
 }  // namespace cohort::tcp

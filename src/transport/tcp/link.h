@@ -37,6 +37,7 @@ class TcpLink : public Link {
   LinkPoll poll(bool has_sends) const override;
   Status on_ready(short revents, bool* became_ready) override;
   void shut_down() override;
+  std::string unreachable_since() const override;
 
   State state() const { return state_; }
   // adopt takes the connection the peer made to this rank (lazy).
@@ -45,6 +46,10 @@ class TcpLink : public Link {
  private:
   // read_verdict reads the peer's answer to this link's hello.
   Status read_verdict(bool* became_ready);
+  // probe_when_idle turns on keepalive probes (unreachable_since reads
+  // their answers) that never close the connection before the kernel's
+  // hour: a link back within the operation's timeout loses nothing.
+  void probe_when_idle();
   std::string peer_name() const;
 
   Socket socket_;
