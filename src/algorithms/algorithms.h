@@ -39,6 +39,10 @@ Status all_reduce(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op, Algorith
 
 // broadcast copies root's `buf` into every rank's.
 Status broadcast(AlgoContext& c, const Buffer& buf, int root);
+// chain_broadcast passes root's `buf` down the chain root, root+1, ... in
+// segments: each link carries it once (a tree's root sends it to each of
+// its children), at the price of P-1 segments of fill.
+Status chain_broadcast(AlgoContext& c, const Buffer& buf, int root);
 
 // reduce leaves the reduction of every rank's `buf` in root's; the others'
 // buffers are left as they were.

@@ -25,8 +25,12 @@ constexpr size_t kAny = ~size_t{0};
 // it at every size (all_to_all too: through the rings, each pair's
 // exchange was a message and its wake-up, 0.7 us for 8 bytes at 2 ranks
 // against Open MPI's 0.25); gather and scatter move each byte once anyway
-// and go through the shared-memory rings. Across hosts, all_reduce goes
-// hierarchical.
+// and go through the shared-memory rings. Across hosts, all_reduce,
+// all_gather and reduce_scatter go hierarchical (each byte over a host's
+// link once). A large broadcast over the network goes down a pipelined
+// chain: on a tree the root (and every inner rank) sends the whole buffer
+// to each of its children, so its link carries it log2 P times; on a
+// chain every link carries it once, and the segments overlap.
 constexpr Rule kRules[] = {
     {Topology::kOneHost, Collective::kAllReduce, kAny, Algorithm::kShmDirect},
     {Topology::kOneHost, Collective::kBroadcast, kAny, Algorithm::kShmDirect},
@@ -36,10 +40,13 @@ constexpr Rule kRules[] = {
     {Topology::kOneHost, Collective::kAllToAll, kAny, Algorithm::kShmDirect},
     {Topology::kOneHost, Collective::kBarrier, kAny, Algorithm::kShmDirect},
     {Topology::kHosts, Collective::kAllReduce, kAny, Algorithm::kHierarchical},
+    {Topology::kHosts, Collective::kAllGather, kAny, Algorithm::kHierarchical},
+    {Topology::kHosts, Collective::kReduceScatter, kAny, Algorithm::kHierarchical},
     {Topology::kNetwork, Collective::kAllReduce, 16 * 1024, Algorithm::kRecursiveDoubling},
     {Topology::kNetwork, Collective::kAllReduce, 1024 * 1024, Algorithm::kHalvingDoubling},
     {Topology::kNetwork, Collective::kAllReduce, kAny, Algorithm::kRing},
-    {Topology::kNetwork, Collective::kBroadcast, kAny, Algorithm::kBinomialTree},
+    {Topology::kNetwork, Collective::kBroadcast, 32 * 1024, Algorithm::kBinomialTree},
+    {Topology::kNetwork, Collective::kBroadcast, kAny, Algorithm::kChain},
     {Topology::kNetwork, Collective::kReduce, kAny, Algorithm::kBinomialTree},
     {Topology::kNetwork, Collective::kAllGather, kAny, Algorithm::kRing},
     {Topology::kNetwork, Collective::kGather, kAny, Algorithm::kDirect},
@@ -70,7 +77,9 @@ bool can_run(Algorithm a, Collective c) {
              c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll ||
              c == Collective::kBarrier;
     case Algorithm::kHierarchical:
-      return c == Collective::kAllReduce;
+      return c == Collective::kAllReduce || c == Collective::kAllGather || c == Collective::kReduceScatter;
+    case Algorithm::kChain:
+      return c == Collective::kBroadcast;
   }
   return false;
 }
@@ -85,7 +94,8 @@ bool fits(Algorithm a, Topology t) {
 bool parse_algorithm(const std::string& name, Algorithm* out) {
   for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
                       Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kPairwise,
-                      Algorithm::kDissemination, Algorithm::kShmDirect, Algorithm::kHierarchical}) {
+                      Algorithm::kDissemination, Algorithm::kShmDirect, Algorithm::kHierarchical,
+                      Algorithm::kChain}) {
     if (name == algorithm_name(a)) return *out = a, true;
   }
   return false;
@@ -137,6 +147,8 @@ const char* algorithm_name(Algorithm a) {
       return "shm_direct";
     case Algorithm::kHierarchical:
       return "hierarchical";
+    case Algorithm::kChain:
+      return "chain";
   }
   return "?";
 }

@@ -35,6 +35,7 @@ enum class Algorithm {
   kDissemination,
   kShmDirect,     // one host: straight through shared memory
   kHierarchical,  // several hosts: within each host, then between leaders
+  kChain,         // broadcast down a pipelined chain of ranks
 };
 
 // Topology is where a group's ranks are, as far as the table cares.

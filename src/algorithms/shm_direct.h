@@ -65,5 +65,14 @@ Status shm_barrier(AlgoContext& c, shm::HostSlots& a);
 // host's shared memory, when there is one), all_reduces among the hosts'
 // leaders, and broadcasts within each host (hierarchical.cc).
 Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op);
+// hierarchical_all_gather and hierarchical_reduce_scatter put every byte
+// over the network once: per column of ranks (the same local index on
+// every host) over the network, and within each host through `slots`
+// (hierarchical_gather_scatter.cc). The flat ring where hosts hold
+// different numbers of ranks.
+Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer& input,
+                               const std::vector<Buffer>& outputs);
+Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buffer& output,
+                                   const std::vector<Buffer>& inputs, ReduceOp::Kind op);
 
 }  // namespace cohort

@@ -210,8 +210,8 @@ inline constexpr KnobSpec kFileStoreCompactBytes{
 inline constexpr KnobSpec kAlgo{
     "COHORT_ALGO", KnobType::kString, "",
     "Overrides the algorithm table, e.g. 'all_reduce=ring,broadcast=binomial_tree'. Names: ring, "
-    "recursive_doubling, halving_doubling, binomial_tree, direct, pairwise, dissemination, shm_direct "
-    "(all ranks on one host), hierarchical (several hosts); one that cannot run where the group's "
+    "recursive_doubling, halving_doubling, binomial_tree, chain (broadcast), direct, pairwise, dissemination, "
+    "shm_direct (all ranks on one host), hierarchical (several hosts); one that cannot run where the group's "
     "ranks are leaves the table's choice."};
 
 inline constexpr KnobSpec kDefaultTimeoutS{

@@ -143,6 +143,7 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
   if (algorithm.value() == Algorithm::kShmDirect) {
     return direct_done(shm_broadcast(c, *arena_, buffer, root), op);
   }
+  if (algorithm.value() == Algorithm::kChain) return chain_broadcast(c, buffer, root);
   return cohort::broadcast(c, buffer, root);
 }
 
@@ -217,6 +218,9 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
   if (algorithm.value() == Algorithm::kShmDirect) {
     return direct_done(shm_all_gather(c, *arena_, input, outputs), op);
   }
+  if (algorithm.value() == Algorithm::kHierarchical) {
+    return direct_done(hierarchical_all_gather(c, arena_.get(), input, outputs), op);
+  }
   return cohort::all_gather(c, input, outputs);
 }
 
@@ -256,9 +260,14 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
   auto algorithm = choose(Collective::kReduceScatter, output.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
-  Status st = algorithm.value() == Algorithm::kShmDirect
-                  ? direct_done(shm_reduce_scatter(c, *arena_, output, views, algorithm_op(reduce_op)), op)
-                  : cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
+  Status st;
+  if (algorithm.value() == Algorithm::kShmDirect) {
+    st = direct_done(shm_reduce_scatter(c, *arena_, output, views, algorithm_op(reduce_op)), op);
+  } else if (algorithm.value() == Algorithm::kHierarchical) {
+    st = direct_done(hierarchical_reduce_scatter(c, arena_.get(), output, views, algorithm_op(reduce_op)), op);
+  } else {
+    st = cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
+  }
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
     scale(output.dtype, output.data, output.count, 1.0 / transport_->size());
   }

@@ -14,7 +14,17 @@ TEST(AlgorithmSelection, TablePicksLatencyOrBandwidthAlgorithms) {
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 4, 8).value(), Algorithm::kRecursiveDoubling);
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 256 << 10, 8).value(), Algorithm::kHalvingDoubling);
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 64 << 20, 8).value(), Algorithm::kRing);
-  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 5).value(), Algorithm::kBinomialTree);
+  // Broadcast: a tree while latency counts, a chain (each link carries the
+  // data once) once bandwidth does.
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 16 << 10, 5).value(), Algorithm::kBinomialTree);
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 5).value(), Algorithm::kChain);
+  // Across hosts with shared memory within them, each byte over a link once.
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
+    EXPECT_EQ(choose_algorithm(c, 4, 4, Topology::kHosts).value(), Algorithm::kHierarchical) << collective_name(c);
+    EXPECT_EQ(choose_algorithm(c, 64 << 20, 4, Topology::kHosts).value(), Algorithm::kHierarchical)
+        << collective_name(c);
+  }
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 4, Topology::kHosts).value(), Algorithm::kChain);
   EXPECT_EQ(choose_algorithm(Collective::kBarrier, 0, 3).value(), Algorithm::kDissemination);
 }
 
