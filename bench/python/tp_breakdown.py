@@ -17,13 +17,12 @@ follows: what TP could reach with collectives that cost nothing.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tp_generate import CONFIG  # noqa: E402
+from tp_common import launch, load_llama, save_llama  # noqa: E402
 
 MATMUL = ("aten::mm", "aten::addmm", "aten::bmm")
 COLLECTIVE = ("c10d::", "_c10d_functional::")
@@ -31,23 +30,9 @@ DTENSOR = ("Redistribute", "_FromTorchTensor", "_ToTorchTensor", "PythonSubclass
 
 
 def worker(backend, model_dir, tokens, out):
-    import torch
-
-    torch.set_num_threads(1)
+    torch, model, prompt, sync = load_llama(backend, model_dir)
     from torch.profiler import ProfilerActivity, profile
-    from transformers import AutoModelForCausalLM
 
-    kwargs = {}
-    if backend != "none":
-        if backend == "cohort":
-            import cohort_torch  # noqa: F401
-        from transformers.distributed import DistributedConfig
-
-        torch.distributed.init_process_group(backend)
-        kwargs["distributed_config"] = DistributedConfig(tp_plan="auto")
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kwargs).eval()
-    prompt = (torch.arange(32) * 101 % CONFIG["vocab_size"]).unsqueeze(0)
-    sync = torch.distributed.barrier if backend != "none" else (lambda: None)
     with torch.no_grad():
         model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=4, do_sample=False)
         sync()
@@ -93,28 +78,12 @@ def main():
     p.add_argument("--tp", type=int, default=2)
     p.add_argument("--tokens", type=int, default=32)
     args = p.parse_args()
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    me = os.path.abspath(__file__)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env.pop("COHORT_AS_GLOO", None)
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = os.path.join(tmp, "llama")
-        torch.manual_seed(0)
-        LlamaForCausalLM(LlamaConfig(**CONFIG)).save_pretrained(model_dir)
+        save_llama(model_dir)
         for setup in ("none", "cohort"):
-            out = os.path.join(tmp, f"{setup}.json")
-            cmd = [sys.executable, me, "--worker", setup, model_dir, str(args.tokens), out]
-            if setup != "none":
-                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                       str(args.tp)] + cmd[1:]
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            if r.returncode != 0:
-                sys.exit(f"{setup} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
-            with open(out) as f:
-                res[setup] = json.load(f)
+            res[setup] = launch(__file__, setup, args.tp, [model_dir, args.tokens], os.path.join(tmp, f"{setup}.json"))
     one, tp = res["none"], res["cohort"]
     print(f"# per generated token on rank 0, ms (profiled, {args.tokens} tokens; the profiler adds its own cost)\n")
     print(f"| part | one process | TP={args.tp} over cohort |")

@@ -23,28 +23,13 @@ import sys
 import tempfile
 import time
 
-CONFIG = dict(vocab_size=8192, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
-              num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=1024)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tp_common import CONFIG, launch, load_llama, save_llama  # noqa: E402
 
 
 def worker(backend, model_dir, tokens, out):
-    import torch
-
-    torch.set_num_threads(1)
-    from transformers import AutoModelForCausalLM
-
-    kwargs = {}
-    if backend != "none":
-        if backend == "cohort":
-            import cohort_torch  # noqa: F401
-        from transformers.distributed import DistributedConfig
-
-        torch.distributed.init_process_group(backend)
-        kwargs["distributed_config"] = DistributedConfig(tp_plan="auto")
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kwargs).eval()
-    prompt = (torch.arange(32) * 101 % CONFIG["vocab_size"]).unsqueeze(0)
+    torch, model, prompt, sync = load_llama(backend, model_dir)
     long_prompt = (torch.arange(512) * 37 % CONFIG["vocab_size"]).unsqueeze(0)
-    sync = torch.distributed.barrier if backend != "none" else (lambda: None)
     with torch.no_grad():
         model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=4, do_sample=False)
         sync()
@@ -70,20 +55,7 @@ def worker(backend, model_dir, tokens, out):
 
 
 def run(setup, nproc, model_dir, tokens, tmp):
-    out = os.path.join(tmp, f"{setup}.json")
-    me = os.path.abspath(__file__)
-    if setup == "none":
-        cmd = [sys.executable, me, "--worker", "none", model_dir, str(tokens), out]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               me, "--worker", setup, model_dir, str(tokens), out]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env.pop("COHORT_AS_GLOO", None)
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"{setup} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
-    with open(out) as f:
-        return json.load(f)
+    return launch(__file__, setup, nproc, [model_dir, tokens], os.path.join(tmp, f"{setup}.json"))
 
 
 def run_concurrent(n, model_dir, tokens, tmp):
@@ -118,13 +90,9 @@ def main():
     p.add_argument("--tp", type=int, default=2)
     p.add_argument("--tokens", type=int, default=64)
     args = p.parse_args()
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = os.path.join(tmp, "llama")
-        torch.manual_seed(0)
-        LlamaForCausalLM(LlamaConfig(**CONFIG)).save_pretrained(model_dir)
+        save_llama(model_dir)
         setups = ["none", "bound", "gloo", "cohort"]
         results = {s: [] for s in setups}
         for _ in range(args.reps):

@@ -19,19 +19,19 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tp_common import join, launch  # noqa: E402
 
 BLOCKS = 4
 BATCH, SEQ = 8, 32
 
 
 def worker(backend, hidden, steps, out):
-    import torch
-
-    torch.set_num_threads(1)
+    torch, _ = join(backend)
     torch.manual_seed(0)
     import torch.nn as nn
 
@@ -49,13 +49,10 @@ def worker(backend, hidden, steps, out):
     target = torch.randn(BATCH, SEQ, hidden)
     rank = 0
     if backend != "none":
-        if backend == "cohort":
-            import cohort_torch  # noqa: F401
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-        dist.init_process_group(backend)
         rank = dist.get_rank()
         mesh = init_device_mesh("cpu", (dist.get_world_size(),))
         for block in model:
@@ -79,20 +76,7 @@ def worker(backend, hidden, steps, out):
 
 
 def run(setup, nproc, hidden, steps, tmp):
-    out = os.path.join(tmp, f"{setup}.json")
-    me = os.path.abspath(__file__)
-    if setup == "none":
-        cmd = [sys.executable, me, "--worker", "none", str(hidden), str(steps), out]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-               me, "--worker", setup, str(hidden), str(steps), out]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env.pop("COHORT_AS_GLOO", None)
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"{setup} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
-    with open(out) as f:
-        return json.load(f)
+    return launch(__file__, setup, nproc, [hidden, steps], os.path.join(tmp, f"{setup}.json"))
 
 
 def main():

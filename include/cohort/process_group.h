@@ -13,16 +13,11 @@
 // desync the group refuses new work: create a new one.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "cohort/symmetric_memory.h"
@@ -107,21 +102,21 @@ class ProcessGroup {
   // returns None); rank() and size() are -1; alloc_symmetric throws.
   static std::shared_ptr<ProcessGroup> non_member(std::vector<int> global_ranks, std::string name);
   // is_member is false for the handle non_member() makes.
-  bool is_member() const { return backend_ != nullptr; }
+  bool is_member() const;
 
   // rank and size in this group; -1 on a non-member's handle.
-  int rank() const { return rank_; }
-  int size() const { return is_member() ? static_cast<int>(global_ranks_.size()) : -1; }
-  const std::string& name() const { return name_; }
-  const std::vector<int>& global_ranks() const { return global_ranks_; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
-  const std::shared_ptr<Store>& store() const { return store_; }
+  int rank() const;
+  int size() const;
+  const std::string& name() const;
+  const std::vector<int>& global_ranks() const;
+  std::chrono::milliseconds timeout() const;
+  const std::shared_ptr<Store>& store() const;
   // backend_name is the backend that runs the group ("cohort", "mpi",
   // "nccl", or "cpu:...,cuda:..."); empty on a non-member's handle.
   std::string backend_name() const;
   // sequence_number is how many collectives were issued on this group (the
   // same on every rank when they agree; point-to-point is counted apart).
-  uint64_t sequence_number() const { return gate_.load() >> kSequenceShift; }
+  uint64_t sequence_number() const;
 
   std::shared_ptr<Work> broadcast(const Buffer& buffer, const BroadcastOptions& options = {});
   std::shared_ptr<Work> all_reduce(const Buffer& buffer, const AllReduceOptions& options = {});
@@ -250,62 +245,24 @@ class ProcessGroup {
   bool agree(const Fingerprint& mine, const OpContext& op, std::exception_ptr* error);
   void check_rank(int r, const char* what) const;
 
-  std::unique_ptr<Backend> backend_;
-  const int rank_;
-  const std::vector<int> global_ranks_;
-  const std::string name_;
-  const std::chrono::milliseconds timeout_;
-  const std::shared_ptr<Store> store_;
-  std::atomic<uint64_t> p2p_sequence_{0};           // sends and receives
-  std::atomic<uint64_t> symmetric_allocations_{0};  // numbers alloc_symmetric's calls
+  // What a group holds (its backend, its worker, its queue, the gate that
+  // numbers its operations, its diagnostics) lives in State
+  // (src/process_group/process_group_state.h), out of this header: users
+  // of the API see only the operations.
+  struct State;
+  std::unique_ptr<State> state_;
 
-  // gate_ holds who may drive the backend and the collectives' numbering
-  // in one word, so that a blocking collective on an idle group claims the
-  // backend and its number with one compare-and-swap (no lock):
-  //  - kDriving: one thread (the worker, or a caller running its blocking
-  //    collective itself) drives the backend; set and cleared by it;
-  //  - kQueued: queue_ is not empty; changed under mu_ only;
-  //  - kStopping: the group is being destroyed; set under mu_;
-  //  - the bits from kSequenceShift up: the last collective number given
-  //    out. Numbering and queueing happen in one atomic step, so numbers
-  //    follow the order in which operations run.
+  // The gate's bits (State::gate_): who drives the backend, whether work
+  // is queued, whether the group stops, and the last collective number.
   static constexpr uint64_t kDriving = 1, kQueued = 2, kStopping = 4;
   static constexpr int kSequenceShift = 3;
   static constexpr uint64_t kOneSequence = uint64_t{1} << kSequenceShift;
-  std::atomic<uint64_t> gate_{0};
   // try_drive sets kDriving unless another thread drives (clearing
   // kQueued too when `last` is true: the caller pops the last queued
   // item); stop_driving clears it. Acquire and release: each driver sees
   // what the one before it did to the backend.
   bool try_drive(bool last);
-  void stop_driving() { gate_.fetch_and(~kDriving, std::memory_order_release); }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<std::shared_ptr<Work>, Task>> queue_;  // guarded by mu_
-  // Why the group refuses work; touched only by the thread driving.
-  std::exception_ptr broken_;
-  // abort()'s error, from any thread, for refusal() to take in.
-  std::atomic<bool> aborted_{false};
-  std::mutex abort_mu_;
-  std::exception_ptr abort_error_;  // guarded by abort_mu_
-  // What a blocking collective run on the caller's thread returns: one
-  // Work, complete and successful, shared by all groups and held without
-  // a reference count (process_group.cc); and that op's name, rebuilt in
-  // place.
-  std::shared_ptr<Work> done_work_;
-  std::string inline_what_;  // the driving thread only
-  // What inline_what_ holds: its number, and where its op's name was read.
-  uint64_t inline_sequence_ = 0;
-  const char* inline_op_ = nullptr;
-  // The ranks' fingerprint check (COHORT_DEBUG=detail), else null; used by
-  // the driving thread only.
-  std::unique_ptr<DesyncCheck> desync_;
-  // The flight recorder, and this group's place on the process's monitor
-  // (stall warnings, dumps): diagnostics/group_trace.h, group_monitor.h.
-  std::shared_ptr<GroupTrace> trace_;
-  std::unique_ptr<MonitorLease> monitored_;
-  std::thread worker_;
+  void stop_driving();
 };
 
 }  // namespace cohort

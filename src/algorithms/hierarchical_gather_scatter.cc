@@ -25,10 +25,10 @@ namespace {
 
 // HostGrid places every rank of the group: its host and its local index.
 struct HostGrid {
-  std::vector<int> local;               // this host's ranks, ascending
+  std::vector<int> local;                 // this host's ranks, ascending
   std::vector<std::vector<int>> columns;  // columns[j]: local index j on every host, ascending
-  int me_local = -1;                    // this rank's local index
-  bool even = true;                     // every host has local.size() ranks
+  int me_local = -1;                      // this rank's local index
+  bool even = true;                       // every host has local.size() ranks
 };
 
 HostGrid grid_of(const Transport& t) {
@@ -102,7 +102,8 @@ Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buff
   }
   Buffer own{packed, hosts * input.count, input.dtype};
   std::vector<Buffer> host_outputs;
-  for (size_t j = 0; j < width; ++j) host_outputs.push_back(Buffer{gathered + j * hosts * n, own.count, input.dtype});
+  for (size_t j = 0; j < width; ++j)
+    host_outputs.push_back(Buffer{gathered + j * hosts * n, own.count, input.dtype});
   if (slots_fit(slots, g)) {
     st = shm_all_gather(c, *slots, own, host_outputs);
   } else {
@@ -114,7 +115,8 @@ Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buff
   for (size_t j = 0; j < width; ++j) {
     if (static_cast<int>(j) == g.me_local) continue;  // already in place
     for (size_t h = 0; h < hosts; ++h) {
-      if (n) std::memcpy(outputs[static_cast<size_t>(g.columns[j][h])].data, gathered + (j * hosts + h) * n, n);
+      if (n)
+        std::memcpy(outputs[static_cast<size_t>(g.columns[j][h])].data, gathered + (j * hosts + h) * n, n);
     }
   }
   return Status::ok_status();
@@ -153,7 +155,8 @@ Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const 
   SubTransport column(c.transport, mine);
   AlgoContext column_context{column, c.sequence, c.deadline, c.what, inner_scratch()};
   std::vector<Buffer> column_inputs;
-  for (size_t h = 0; h < hosts; ++h) column_inputs.push_back(Buffer{summed + h * n, output.count, output.dtype});
+  for (size_t h = 0; h < hosts; ++h)
+    column_inputs.push_back(Buffer{summed + h * n, output.count, output.dtype});
   return reduce_scatter(column_context, output, column_inputs, op);
 }
 

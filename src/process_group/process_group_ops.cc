@@ -14,6 +14,7 @@
 #include "process_group/desync_check.h"
 #include "process_group/op_checks.h"
 #include "process_group/op_description.h"
+#include "process_group/process_group_state.h"
 #include "reduce/reduce.h"
 
 namespace cohort {
@@ -42,7 +43,7 @@ size_t elements_in(const std::vector<Buffer>& list) {
 }  // namespace
 
 bool ProcessGroup::agree(const Fingerprint& mine, const OpContext& op, std::exception_ptr* error) {
-  Status st = desync_->check(mine, op);
+  Status st = state_->desync_->check(mine, op);
   if (!st.ok()) *error = status_exception(st);
   return st.ok();
 }
@@ -69,34 +70,36 @@ Call<FingerprintOf, Run> call(OpShape shape, FingerprintOf fingerprint, Run run)
 template <class Prepare>
 std::shared_ptr<Work> ProcessGroup::collective(std::string_view op, const CollectiveOptions& options,
                                                Prepare prepare) {
-  if (!is_member()) return done_work_;  // torch: a non-member's call does nothing
-  auto c = prepare(op);                 // throws InvalidArgument before anything runs
+  if (!is_member()) return state_->done_work_;  // torch: a non-member's call does nothing
+  auto c = prepare(op);                         // throws InvalidArgument before anything runs
   // The desync check, in this one place: the fingerprint is taken on the
   // caller's thread (its buffers may be the caller's temporaries) and
   // compared with the other ranks' on the thread that runs the call.
   Fingerprint mine;
-  if (desync_) mine = c.fingerprint();
-  return run_collective(op, c.shape, options,
-                        [this, mine, run = std::move(c.run)](const OpContext& context, std::exception_ptr* e) {
-                          if (desync_ && !agree(mine, context, e)) return;
-                          fail_on(run(context), e);
-                        });
+  if (state_->desync_) mine = c.fingerprint();
+  return run_collective(
+      op, c.shape, options,
+      [this, mine, run = std::move(c.run)](const OpContext& context, std::exception_ptr* e) {
+        if (state_->desync_ && !agree(mine, context, e)) return;
+        fail_on(run(context), e);
+      });
 }
 
 template <class Run>
 std::shared_ptr<Work> ProcessGroup::run_collective(std::string_view op, const OpShape& shape,
                                                    const CollectiveOptions& options, Run run) {
   uint64_t sequence;
-  if (!options.async_op && backend_->may_run_inline() && claim_inline(&sequence)) {
+  if (!options.async_op && state_->backend_->may_run_inline() && claim_inline(&sequence)) {
     // One bare counter read for the deadline and the flight recorder; it
     // is converted to steady time only if something looks at it (a wait
     // that has to sleep, a dump): fast_clock.h says why.
     const uint64_t start = read_counter();
     const Deadline deadline =
-        Deadline::after_reading(options.timeout.count() > 0 ? options.timeout : timeout_, start);
-    describe_into(&inline_what_, &inline_sequence_, &inline_op_, op, sequence, name_);
-    OpContext context{sequence, deadline, &inline_what_, nullptr};
-    const TraceTicket ticket = trace_->recorder().began(op, shape, sequence, start);
+        Deadline::after_reading(options.timeout.count() > 0 ? options.timeout : state_->timeout_, start);
+    describe_into(&state_->inline_what_, &state_->inline_sequence_, &state_->inline_op_, op, sequence,
+                  state_->name_);
+    OpContext context{sequence, deadline, &state_->inline_what_, nullptr};
+    const TraceTicket ticket = state_->trace_->recorder().began(op, shape, sequence, start);
     std::exception_ptr error = refusal();
     if (!error) {
       try {
@@ -104,14 +107,14 @@ std::shared_ptr<Work> ProcessGroup::run_collective(std::string_view op, const Op
       } catch (...) {
         error = std::current_exception();  // a bug in cohort; still reported
       }
-      if (error) mark_broken(error, inline_what_);
+      if (error) mark_broken(error, state_->inline_what_);
     }
-    trace_->finish(ticket, error);  // while this thread still drives the group
+    state_->trace_->finish(ticket, error);  // while this thread still drives the group
     if (!error) {
       release_inline();
-      return done_work_;
+      return state_->done_work_;
     }
-    auto failed = std::make_shared<Work>(inline_what_);
+    auto failed = std::make_shared<Work>(state_->inline_what_);
     release_inline();
     failed->complete(error);
     failed->wait();  // throws the error
@@ -122,7 +125,7 @@ std::shared_ptr<Work> ProcessGroup::run_collective(std::string_view op, const Op
       [this, run = std::move(run)](Work& work, const OpContext& context) {
         std::exception_ptr error;
         run(context, &error);
-        trace_->finish(context.trace, error);
+        state_->trace_->finish(context.trace, error);
         if (error) mark_broken(error, *context.what);
         work.complete(error);
       },
@@ -131,23 +134,29 @@ std::shared_ptr<Work> ProcessGroup::run_collective(std::string_view op, const Op
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const BroadcastOptions& o) {
   return collective("broadcast", o, [&](std::string_view op) {
-    check_buffer(op, buffer, "buffer", *backend_);
+    check_buffer(op, buffer, "buffer", *state_->backend_);
     check_rank(o.src, "broadcast src");
     return call(
         shape_of(buffer, o.src),
         [&] { return Fingerprint(CollectiveOp::kBroadcast, buffer.dtype, buffer.count).with_root(o.src); },
-        [this, buffer, src = o.src](const OpContext& c) { return backend_->broadcast(buffer, src, c); });
+        [this, buffer, src = o.src](const OpContext& c) {
+          return state_->backend_->broadcast(buffer, src, c);
+        });
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllReduceOptions& o) {
   return collective("all_reduce", o, [&](std::string_view op) {
-    check_buffer(op, buffer, "buffer", *backend_);
+    check_buffer(op, buffer, "buffer", *state_->backend_);
     check_reduce(op, buffer, o.op);
     return call(
         shape_of(buffer),
-        [&] { return Fingerprint(CollectiveOp::kAllReduce, buffer.dtype, buffer.count).with_reduce_op(o.op); },
-        [this, buffer, reduce_op = o.op](const OpContext& c) { return backend_->all_reduce(buffer, reduce_op, c); });
+        [&] {
+          return Fingerprint(CollectiveOp::kAllReduce, buffer.dtype, buffer.count).with_reduce_op(o.op);
+        },
+        [this, buffer, reduce_op = o.op](const OpContext& c) {
+          return state_->backend_->all_reduce(buffer, reduce_op, c);
+        });
   });
 }
 
@@ -156,7 +165,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffe
   return collective("all_reduce_coalesced", o, [&](std::string_view op) {
     if (buffers.empty()) bad(op, "buffers is empty; give at least one buffer");
     for (size_t i = 0; i < buffers.size(); ++i) {
-      check_buffer(op, buffers[i], "buffers", *backend_, static_cast<int>(i));
+      check_buffer(op, buffers[i], "buffers", *state_->backend_, static_cast<int>(i));
       if (buffers[i].device.type != DeviceType::kCPU) {
         bad(op, item_name("buffers", static_cast<int>(i)) + " is on " + device_name(buffers[i].device.type) +
                     "; all_reduce_coalesced takes CPU buffers (use all_reduce on each)");
@@ -171,51 +180,59 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffe
     whole.count = elements_in(buffers);
     return call(
         shape_of(whole),
-        [whole, o] { return Fingerprint(CollectiveOp::kAllReduce, whole.dtype, whole.count).with_reduce_op(o.op); },
+        [whole, o] {
+          return Fingerprint(CollectiveOp::kAllReduce, whole.dtype, whole.count).with_reduce_op(o.op);
+        },
         [this, buffers, reduce_op = o.op](const OpContext& c) {
-          return backend_->all_reduce_coalesced(buffers, reduce_op, c);
+          return state_->backend_->all_reduce_coalesced(buffers, reduce_op, c);
         });
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOptions& o) {
   return collective("reduce", o, [&](std::string_view op) {
-    check_buffer(op, buffer, "buffer", *backend_);
+    check_buffer(op, buffer, "buffer", *state_->backend_);
     check_rank(o.dst, "reduce dst");
     check_reduce(op, buffer, o.op);
     return call(
         shape_of(buffer, o.dst),
         [&] {
-          return Fingerprint(CollectiveOp::kReduce, buffer.dtype, buffer.count).with_root(o.dst).with_reduce_op(o.op);
+          return Fingerprint(CollectiveOp::kReduce, buffer.dtype, buffer.count)
+              .with_root(o.dst)
+              .with_reduce_op(o.op);
         },
-        [this, buffer, o](const OpContext& c) { return backend_->reduce(buffer, o.dst, o.op, c); });
+        [this, buffer, o](const OpContext& c) { return state_->backend_->reduce(buffer, o.dst, o.op, c); });
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                                const AllGatherOptions& o) {
   return collective("all_gather", o, [&](std::string_view op) {
-    check_buffer(op, input, "input", *backend_);
-    check_list(op, outputs, "outputs", size(), *backend_);
+    check_buffer(op, input, "input", *state_->backend_);
+    check_list(op, outputs, "outputs", size(), *state_->backend_);
     for (size_t i = 0; i < outputs.size(); ++i)
       check_dtype(op, input, outputs[i], "outputs", static_cast<int>(i));
-    if (outputs[rank_].count != input.count) {
-      bad(op, "outputs[" + std::to_string(rank_) + "] (this rank's slot) holds " +
-                  std::to_string(outputs[rank_].count) + " elements but the input has " +
+    if (outputs[state_->rank_].count != input.count) {
+      bad(op, "outputs[" + std::to_string(state_->rank_) + "] (this rank's slot) holds " +
+                  std::to_string(outputs[state_->rank_].count) + " elements but the input has " +
                   std::to_string(input.count));
     }
     return call(
         shape_of(outputs, input),
-        [&] { return Fingerprint(CollectiveOp::kAllGather, input.dtype, input.count).with_per_rank(outputs); },
-        [this, outputs, input](const OpContext& c) { return backend_->all_gather(outputs, input, c); });
+        [&] {
+          return Fingerprint(CollectiveOp::kAllGather, input.dtype, input.count).with_per_rank(outputs);
+        },
+        [this, outputs, input](const OpContext& c) {
+          return state_->backend_->all_gather(outputs, input, c);
+        });
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output, const Buffer& input,
                                                            const AllGatherOptions& o) {
   return collective("all_gather_into_tensor", o, [&](std::string_view op) {
-    check_buffer(op, input, "input", *backend_);
-    check_buffer(op, output, "output", *backend_);
+    check_buffer(op, input, "input", *state_->backend_);
+    check_buffer(op, output, "output", *state_->backend_);
     check_dtype(op, input, output, "output");
     if (output.count != input.count * static_cast<size_t>(size())) {
       bad(op, "output holds " + std::to_string(output.count) + " elements; expected " +
@@ -227,9 +244,10 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
       outputs.push_back(slice(output, static_cast<size_t>(q) * input.count, input.count));
     OpShape shape = shape_of(outputs, input);
     return call(
-        std::move(shape), [&] { return Fingerprint(CollectiveOp::kAllGatherIntoTensor, input.dtype, input.count); },
+        std::move(shape),
+        [&] { return Fingerprint(CollectiveOp::kAllGatherIntoTensor, input.dtype, input.count); },
         [this, outputs = std::move(outputs), input](const OpContext& c) {
-          return backend_->all_gather(outputs, input, c);
+          return state_->backend_->all_gather(outputs, input, c);
         });
   });
 }
@@ -237,15 +255,16 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                            const GatherOptions& o) {
   return collective("gather", o, [&](std::string_view op) {
-    check_buffer(op, input, "input", *backend_);
+    check_buffer(op, input, "input", *state_->backend_);
     check_rank(o.dst, "gather dst");
-    if (rank_ == o.dst) {
-      check_list(op, outputs, "outputs", size(), *backend_);
+    if (state_->rank_ == o.dst) {
+      check_list(op, outputs, "outputs", size(), *state_->backend_);
       for (size_t i = 0; i < outputs.size(); ++i)
         check_dtype(op, input, outputs[i], "outputs", static_cast<int>(i));
-      if (outputs[rank_].count != input.count) {
-        bad(op, "outputs[" + std::to_string(rank_) + "] holds " + std::to_string(outputs[rank_].count) +
-                    " elements but the input has " + std::to_string(input.count));
+      if (outputs[state_->rank_].count != input.count) {
+        bad(op, "outputs[" + std::to_string(state_->rank_) + "] holds " +
+                    std::to_string(outputs[state_->rank_].count) + " elements but the input has " +
+                    std::to_string(input.count));
       }
     } else if (!outputs.empty()) {
       bad(op, "outputs must be empty on ranks other than dst " + std::to_string(o.dst) + " (torch's rule)");
@@ -253,24 +272,29 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
     return call(
         shape_of(outputs, input, o.dst),
         [&] {
-          return Fingerprint(CollectiveOp::kGather, input.dtype, input.count).with_root(o.dst).with_per_rank(outputs);
+          return Fingerprint(CollectiveOp::kGather, input.dtype, input.count)
+              .with_root(o.dst)
+              .with_per_rank(outputs);
         },
-        [this, outputs, input, dst = o.dst](const OpContext& c) { return backend_->gather(outputs, input, dst, c); });
+        [this, outputs, input, dst = o.dst](const OpContext& c) {
+          return state_->backend_->gather(outputs, input, dst, c);
+        });
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                             const ScatterOptions& o) {
   return collective("scatter", o, [&](std::string_view op) {
-    check_buffer(op, output, "output", *backend_);
+    check_buffer(op, output, "output", *state_->backend_);
     check_rank(o.src, "scatter src");
-    if (rank_ == o.src) {
-      check_list(op, inputs, "inputs", size(), *backend_);
+    if (state_->rank_ == o.src) {
+      check_list(op, inputs, "inputs", size(), *state_->backend_);
       for (size_t i = 0; i < inputs.size(); ++i)
         check_dtype(op, output, inputs[i], "inputs", static_cast<int>(i));
-      if (inputs[rank_].count != output.count) {
-        bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
-                    " elements but the output has " + std::to_string(output.count));
+      if (inputs[state_->rank_].count != output.count) {
+        bad(op, "inputs[" + std::to_string(state_->rank_) + "] holds " +
+                    std::to_string(inputs[state_->rank_].count) + " elements but the output has " +
+                    std::to_string(output.count));
       }
     } else if (!inputs.empty()) {
       bad(op, "inputs must be empty on ranks other than src " + std::to_string(o.src) + " (torch's rule)");
@@ -278,23 +302,28 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
     return call(
         shape_of(output, inputs, o.src),
         [&] {
-          return Fingerprint(CollectiveOp::kScatter, output.dtype, output.count).with_root(o.src).with_per_rank(inputs);
+          return Fingerprint(CollectiveOp::kScatter, output.dtype, output.count)
+              .with_root(o.src)
+              .with_per_rank(inputs);
         },
-        [this, output, inputs, src = o.src](const OpContext& c) { return backend_->scatter(output, inputs, src, c); });
+        [this, output, inputs, src = o.src](const OpContext& c) {
+          return state_->backend_->scatter(output, inputs, src, c);
+        });
   });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                                    const ReduceScatterOptions& o) {
   return collective("reduce_scatter", o, [&](std::string_view op) {
-    check_buffer(op, output, "output", *backend_);
-    check_list(op, inputs, "inputs", size(), *backend_);
+    check_buffer(op, output, "output", *state_->backend_);
+    check_list(op, inputs, "inputs", size(), *state_->backend_);
     check_reduce(op, output, o.op);
     for (size_t i = 0; i < inputs.size(); ++i)
       check_dtype(op, output, inputs[i], "inputs", static_cast<int>(i));
-    if (inputs[rank_].count != output.count) {
-      bad(op, "inputs[" + std::to_string(rank_) + "] holds " + std::to_string(inputs[rank_].count) +
-                  " elements but the output has " + std::to_string(output.count));
+    if (inputs[state_->rank_].count != output.count) {
+      bad(op, "inputs[" + std::to_string(state_->rank_) + "] holds " +
+                  std::to_string(inputs[state_->rank_].count) + " elements but the output has " +
+                  std::to_string(output.count));
     }
     return call(
         shape_of(output, inputs),
@@ -304,7 +333,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
               .with_reduce_op(o.op);
         },
         [this, output, inputs, reduce_op = o.op](const OpContext& c) {
-          return backend_->reduce_scatter(output, inputs, reduce_op, c);
+          return state_->backend_->reduce_scatter(output, inputs, reduce_op, c);
         });
   });
 }
@@ -312,8 +341,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, const Buffer& input,
                                                           const ReduceScatterOptions& o) {
   return collective("reduce_scatter_tensor", o, [&](std::string_view op) {
-    check_buffer(op, output, "output", *backend_);
-    check_buffer(op, input, "input", *backend_);
+    check_buffer(op, output, "output", *state_->backend_);
+    check_buffer(op, input, "input", *state_->backend_);
     check_dtype(op, output, input, "input");
     check_reduce(op, output, o.op);
     if (input.count != output.count * static_cast<size_t>(size())) {
@@ -328,10 +357,11 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
     return call(
         std::move(shape),
         [&] {
-          return Fingerprint(CollectiveOp::kReduceScatterTensor, output.dtype, output.count).with_reduce_op(o.op);
+          return Fingerprint(CollectiveOp::kReduceScatterTensor, output.dtype, output.count)
+              .with_reduce_op(o.op);
         },
         [this, output, inputs = std::move(inputs), reduce_op = o.op](const OpContext& c) {
-          return backend_->reduce_scatter(output, inputs, reduce_op, c);
+          return state_->backend_->reduce_scatter(output, inputs, reduce_op, c);
         });
   });
 }
@@ -339,14 +369,14 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs,
                                                const std::vector<Buffer>& inputs, const AllToAllOptions& o) {
   return collective("all_to_all", o, [&](std::string_view op) {
-    check_list(op, outputs, "outputs", size(), *backend_);
-    check_list(op, inputs, "inputs", size(), *backend_);
+    check_list(op, outputs, "outputs", size(), *state_->backend_);
+    check_list(op, inputs, "inputs", size(), *state_->backend_);
     for (int q = 0; q < size(); ++q) {
       check_dtype(op, inputs[0], inputs[q], "inputs", static_cast<int>(q));
       check_dtype(op, inputs[0], outputs[q], "outputs", static_cast<int>(q));
     }
-    if (outputs[rank_].count != inputs[rank_].count) {
-      bad(op, "outputs[" + std::to_string(rank_) + "] and inputs[" + std::to_string(rank_) +
+    if (outputs[state_->rank_].count != inputs[state_->rank_].count) {
+      bad(op, "outputs[" + std::to_string(state_->rank_) + "] and inputs[" + std::to_string(state_->rank_) +
                   "] (what this rank sends itself) differ in length");
     }
     return call(
@@ -355,7 +385,9 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& output
           return Fingerprint(CollectiveOp::kAllToAll, inputs[0].dtype, elements_in(inputs))
               .with_received(elements_in(outputs));
         },
-        [this, outputs, inputs](const OpContext& c) { return backend_->all_to_all(outputs, inputs, c); });
+        [this, outputs, inputs](const OpContext& c) {
+          return state_->backend_->all_to_all(outputs, inputs, c);
+        });
   });
 }
 
@@ -364,8 +396,8 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
                                                       const std::vector<size_t>& input_split_sizes,
                                                       const AllToAllOptions& o) {
   return collective("all_to_all_single", o, [&](std::string_view op) {
-    check_buffer(op, output, "output", *backend_);
-    check_buffer(op, input, "input", *backend_);
+    check_buffer(op, output, "output", *state_->backend_);
+    check_buffer(op, input, "input", *state_->backend_);
     check_dtype(op, input, output, "output");
     const size_t p = static_cast<size_t>(size());
     // check_splits validates `given` (empty: even splits) for buffer `b`;
@@ -395,7 +427,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     };
     check_splits(output_split_sizes, output, "output");
     check_splits(input_split_sizes, input, "input");
-    const size_t me = static_cast<size_t>(rank_);
+    const size_t me = static_cast<size_t>(state_->rank_);
     if (split(output_split_sizes, output, me) != split(input_split_sizes, input, me)) {
       bad(op, "this rank sends itself " + std::to_string(split(input_split_sizes, input, me)) +
                   " elements but expects " + std::to_string(split(output_split_sizes, output, me)));
@@ -417,7 +449,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     return call(
         std::move(shape), [fingerprint] { return fingerprint; },
         [this, outputs = std::move(outputs), inputs = std::move(inputs)](const OpContext& c) {
-          return backend_->all_to_all(outputs, inputs, c);
+          return state_->backend_->all_to_all(outputs, inputs, c);
         });
   });
 }
@@ -426,7 +458,7 @@ std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
   return collective("barrier", o, [&](std::string_view) {
     return call(
         OpShape{}, [] { return Fingerprint(CollectiveOp::kBarrier); },
-        [this](const OpContext& c) { return backend_->barrier(c); });
+        [this](const OpContext& c) { return state_->backend_->barrier(c); });
   });
 }
 

@@ -91,18 +91,21 @@ int main(int argc, char** argv) {
       int32_t stop = rank == 0 && access(stop_file.c_str(), F_OK) == 0 ? 1 : 0;
       all_reduce(Buffer::of(&stop, 1), options);
       // The round's two all_reduces: the outage may fall in either.
-      longest_s = std::max(longest_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      longest_s = std::max(longest_s,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       if (stop) break;
     }
     destroy_process_group();
-    std::printf("rank %d ok: %ld all_reduces, every element right, longest round %.2f s\n", rank, rounds, longest_s);
+    std::printf("rank %d ok: %ld all_reduces, every element right, longest round %.2f s\n", rank, rounds,
+                longest_s);
     return 0;
   } catch (const Error& e) {
     const long long at = wall_ns();
     const char* kind = dynamic_cast<const TimeoutError*>(&e)   ? "TimeoutError"
                        : dynamic_cast<const NetworkError*>(&e) ? "NetworkError"
                                                                : "Error";
-    std::printf("rank %d failed after %ld all_reduces at %lld ns: %s: %s\n", rank, rounds, at, kind, e.what());
+    std::printf("rank %d failed after %ld all_reduces at %lld ns: %s: %s\n", rank, rounds, at, kind,
+                e.what());
     std::fflush(stdout);
     _exit(3);  // as a job whose rank failed: no orderly shutdown across a dead link
   }

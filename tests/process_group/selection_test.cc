@@ -20,11 +20,13 @@ TEST(AlgorithmSelection, TablePicksLatencyOrBandwidthAlgorithms) {
   EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 5).value(), Algorithm::kChain);
   // Across hosts with shared memory within them, each byte over a link once.
   for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
-    EXPECT_EQ(choose_algorithm(c, 4, 4, Topology::kHosts).value(), Algorithm::kHierarchical) << collective_name(c);
+    EXPECT_EQ(choose_algorithm(c, 4, 4, Topology::kHosts).value(), Algorithm::kHierarchical)
+        << collective_name(c);
     EXPECT_EQ(choose_algorithm(c, 64 << 20, 4, Topology::kHosts).value(), Algorithm::kHierarchical)
         << collective_name(c);
   }
-  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 4, Topology::kHosts).value(), Algorithm::kChain);
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 4, Topology::kHosts).value(),
+            Algorithm::kChain);
   EXPECT_EQ(choose_algorithm(Collective::kBarrier, 0, 3).value(), Algorithm::kDissemination);
 }
 
