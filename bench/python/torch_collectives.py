@@ -4,7 +4,7 @@ backend, "gloo" (the anchor cohort is measured against) or "cohort"
 the same columns (nccl-tests': size count type redop root time algbw busbw).
 
     torch_collectives.py COLLECTIVE [--backend gloo|cohort] [-b MIN] [-e MAX] [-f FACTOR]
-                         [-n ITERS] [-w WARMUP] --spawn N
+                         [-n ITERS] [-w WARMUP] [--functional] --spawn N
 
 COLLECTIVE: all_reduce, all_gather (all_gather_into_tensor), reduce_scatter
 (reduce_scatter_tensor) or broadcast; the size is each rank's output for
@@ -14,7 +14,10 @@ gloo_bench runs it with --backend gloo (torch's pip package ships no gloo
 headers for a C++ twin). Each call goes through torch.distributed, as a
 torch user's does: the Python call and torch's dispatch (a few
 microseconds) count too. Each rank is a process; ranks meet through a
-FileStore. float32, SUM, root 0.
+FileStore. float32, SUM, root 0. --functional calls torch's functional
+collectives instead (torch.ops._c10d_functional, as DTensor and tensor
+parallelism do): each call is queued, returns a tensor, and
+`wait_tensor` waits for it.
 """
 
 import argparse
@@ -56,6 +59,25 @@ BUS_FACTOR = {
 }
 
 
+def make_functional_call(collective, count, rank, n):
+    """The same calls through torch's functional collectives: queued, then
+    waited for with wait_tensor."""
+    fc = torch.ops._c10d_functional
+    group = dist.group.WORLD.group_name
+    piece = max(count // n, 1)
+    if collective == "all_reduce":
+        t = torch.full((count,), float(rank % 4))
+        return lambda: fc.wait_tensor(fc.all_reduce(t, "sum", group))
+    if collective == "broadcast":
+        t = torch.full((count,), float(rank % 4))
+        return lambda: fc.wait_tensor(fc.broadcast(t, 0, group))
+    if collective == "all_gather":
+        inp = torch.full((piece,), float(rank % 4))
+        return lambda: fc.wait_tensor(fc.all_gather_into_tensor(inp, n, group))
+    inp = torch.full((piece * n,), float(rank % 4))
+    return lambda: fc.wait_tensor(fc.reduce_scatter_tensor(inp, "sum", n, group))
+
+
 def make_call(collective, count, rank, n):
     """The timed call for `count` float32 elements (the size counted)."""
     if collective == "all_reduce":
@@ -81,14 +103,15 @@ def run_rank(rank, args, path):
     dist.init_process_group(args.backend, store=store, rank=rank, world_size=args.spawn)
     n = args.spawn
     if rank == 0:
-        print(f"# torch_collectives {args.collective} over {args.backend} (torch {torch.__version__}), {n} ranks, "
+        how = " (functional)" if args.functional else ""
+        print(f"# torch_collectives {args.collective}{how} over {args.backend} (torch {torch.__version__}), {n} ranks, "
               f"{args.iters} iterations after {args.warmup} warm-up")
         print(f"{'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time(us)':>10} "
               f"{'algbw(GB/s)':>10} {'busbw(GB/s)':>10} {'#wrong':>7}")
     busbw_sum, count_sizes = 0.0, 0
     for size in sizes(args.b, args.e, args.f):
         count = size // 4
-        call = make_call(args.collective, count, rank, n)
+        call = (make_functional_call if args.functional else make_call)(args.collective, count, rank, n)
         for _ in range(args.warmup):
             call()
         dist.barrier()
@@ -123,6 +146,8 @@ def main():
     parser.add_argument("-n", dest="iters", type=int, default=20, help="timed iterations per size")
     parser.add_argument("-w", dest="warmup", type=int, default=5, help="warm-up iterations per size")
     parser.add_argument("--spawn", type=int, default=2, help="ranks, one process each")
+    parser.add_argument("--functional", action="store_true",
+                        help="through torch's functional collectives and wait_tensor")
     args = parser.parse_args()
     if args.spawn < 1 or args.f <= 1 or args.iters < 1 or args.warmup < 0:
         parser.error("--spawn and -n must be at least 1, -f above 1, -w at least 0")
