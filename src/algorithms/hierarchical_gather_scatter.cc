@@ -2,14 +2,20 @@
 // with the same number of ranks on each (FSDP across hosts).
 //
 // A "column" is the ranks that hold the same local index on every host.
-// all_gather: each column all_gathers over the network (every rank sends
-// its own block to the other hosts once, the columns in parallel), then
-// each host all_gathers its columns through shared memory. reduce_scatter
-// runs the same path backwards: each host reduce_scatters so that local
-// rank j holds the host's sum of the blocks of column j, then each column
-// reduce_scatters over the network. Either way a host's link carries
-// (H-1)/H of the data once, where a flat ring over all ranks crosses it
-// with up to (P-1)/P of it (2 hosts x 2 ranks: 2 blocks against 3).
+// all_gather: each rank sends its block to the other ranks of its column
+// over the network (the columns in parallel), then each host all_gathers
+// its columns through shared memory. reduce_scatter runs the same path
+// backwards: each host reduce_scatters so that local rank j holds the
+// host's sum of the blocks of column j, then each rank sends the other
+// ranks of its column their sums and adds up the sums it gets for its own
+// block. Either way a host's link carries (H-1)/H of the data once, where
+// a flat ring over all ranks crosses it with up to (P-1)/P of it (2 hosts
+// x 2 ranks: 2 blocks against 3).
+//
+// Pipelined: the blocks go in segments, and while the network carries
+// segment k (posted requests, which the kernel's socket buffers and the
+// shared-memory waits keep moving) the host works on its neighbour
+// segment, so the copies through shared memory hide behind the link.
 //
 // Where hosts hold different numbers of ranks, or the blocks differ in
 // size, the flat ring runs instead (every rank sees the same shapes, so
@@ -19,6 +25,7 @@
 
 #include "algorithms/shm_direct.h"
 #include "algorithms/sub_transport.h"
+#include "reduce/reduce.h"
 
 namespace cohort {
 namespace {
@@ -69,12 +76,82 @@ bool slots_fit(const shm::HostSlots* slots, const HostGrid& g) {
   return slots && slots->local_ranks() == g.local;
 }
 
-// Scratch for the host and column steps' own algorithms: the caller's
-// scratch holds the packed blocks meanwhile. One per thread (a group's
-// operations run on one thread at a time), kept for the next operation.
+// The segment a pipeline step moves per block: small enough that a
+// segment to every column peer fits the kernel's socket buffers (the
+// network moves it while this rank copies through shared memory), large
+// enough that a step's fixed costs stay small. In elements, so that every
+// rank cuts at the same place.
+size_t segment_elements(size_t count, size_t element_bytes) {
+  constexpr size_t kSegmentBytes = 512 << 10;
+  return std::min(std::max<size_t>(1, kSegmentBytes / element_bytes), std::max<size_t>(1, count));
+}
+
+// InFlight is one segment's requests to and from the column peers: how
+// many are left, and the first error. Shared with the completions, which
+// may run after an error made the algorithm return.
+struct InFlight {
+  int left = 0;
+  Status error;
+};
+
+Completion count_down(const std::shared_ptr<InFlight>& f) {
+  ++f->left;
+  return [f](const Status& st, int) {
+    if (!st.ok() && f->error.ok()) f->error = st;
+    --f->left;
+  };
+}
+
+// finish drives the transport until the segment's requests completed. In
+// slices, so that other requests in flight (a user's irecv) cannot hold
+// it past its own.
+Status finish(AlgoContext& c, const std::shared_ptr<InFlight>& f) {
+  while (f->left > 0) {
+    c.transport.progress(Deadline::sooner(c.deadline, Deadline::after(std::chrono::milliseconds(1))));
+  }
+  return f->error;
+}
+
+// abandon ends a failed pipeline: the group is unusable after the error,
+// and no request may still point at this operation's buffers when it
+// returns, so fail them all and let them complete.
+Status abandon(AlgoContext& c, const std::vector<std::shared_ptr<InFlight>>& segments, Status why) {
+  c.transport.interrupt(why);
+  for (const auto& f : segments) {
+    if (f) (void)finish(c, f);
+  }
+  return why;
+}
+
+// Scratch for the host step's own algorithm when it runs as messages: the
+// caller's scratch holds the packed blocks meanwhile. One per thread (a
+// group's operations run on one thread at a time), kept for the next
+// operation.
 std::vector<uint8_t>& inner_scratch() {
   thread_local std::vector<uint8_t> scratch;
   return scratch;
+}
+
+// host_all_gather and host_reduce_scatter run the host's step through
+// shared memory when the slots fit, else as messages among the host's ranks.
+Status host_all_gather(AlgoContext& c, shm::HostSlots* slots, const HostGrid& g, const Buffer& input,
+                       const std::vector<Buffer>& outputs) {
+  if (slots_fit(slots, g)) return shm_all_gather(c, *slots, input, outputs);
+  SubTransport host(c.transport, g.local);
+  AlgoContext host_context{host, c.sequence, c.deadline, c.what, inner_scratch()};
+  return all_gather(host_context, input, outputs);
+}
+
+Status host_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const HostGrid& g, const Buffer& output,
+                           const std::vector<Buffer>& inputs, ReduceOp::Kind op) {
+  if (slots_fit(slots, g)) return shm_reduce_scatter(c, *slots, output, inputs, op);
+  SubTransport host(c.transport, g.local);
+  AlgoContext host_context{host, c.sequence, c.deadline, c.what, inner_scratch()};
+  return reduce_scatter(host_context, output, inputs, op);
+}
+
+uint8_t* at(const Buffer& b, size_t offset) {
+  return static_cast<uint8_t*>(b.data) + offset;
 }
 
 }  // namespace
@@ -85,38 +162,55 @@ Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buff
   if (!g.even || g.local.size() < 2 || g.columns[0].size() < 2 || !same_sizes(outputs)) {
     return all_gather(c, input, outputs);
   }
-  const size_t n = input.bytes(), hosts = g.columns[0].size(), width = g.local.size();
+  Transport& t = c.transport;
+  const size_t es = dtype_size(input.dtype), count = input.count;
+  const size_t hosts = g.columns[0].size(), width = g.local.size();
+  const size_t seg = segment_elements(count, es), segments = count == 0 ? 1 : (count + seg - 1) / seg;
   const std::vector<int>& mine = g.columns[static_cast<size_t>(g.me_local)];
-  // 1. Over the network, within this rank's column, straight into place.
-  SubTransport column(c.transport, mine);
-  AlgoContext column_context{column, c.sequence, c.deadline, c.what, inner_scratch()};
-  std::vector<Buffer> column_outputs;
-  for (int q : mine) column_outputs.push_back(outputs[static_cast<size_t>(q)]);
-  Status st = all_gather(column_context, input, column_outputs);
-  if (!st.ok()) return st;
-  // 2. Within the host: every local rank's column, packed, to every other.
-  uint8_t* packed = c.scratch_bytes((1 + width) * hosts * n);
-  uint8_t* gathered = packed + hosts * n;
-  for (size_t h = 0; h < hosts; ++h) {
-    if (n) std::memcpy(packed + h * n, outputs[static_cast<size_t>(mine[h])].data, n);
+  if (outputs[static_cast<size_t>(t.rank())].data != input.data && count) {
+    std::memcpy(outputs[static_cast<size_t>(t.rank())].data, input.data, count * es);
   }
-  Buffer own{packed, hosts * input.count, input.dtype};
-  std::vector<Buffer> host_outputs;
-  for (size_t j = 0; j < width; ++j)
-    host_outputs.push_back(Buffer{gathered + j * hosts * n, own.count, input.dtype});
-  if (slots_fit(slots, g)) {
-    st = shm_all_gather(c, *slots, own, host_outputs);
-  } else {
-    SubTransport host(c.transport, g.local);
-    AlgoContext host_context{host, c.sequence, c.deadline, c.what, inner_scratch()};
-    st = all_gather(host_context, own, host_outputs);
-  }
-  if (!st.ok()) return st;
-  for (size_t j = 0; j < width; ++j) {
-    if (static_cast<int>(j) == g.me_local) continue;  // already in place
+  // packed: this rank's column, one segment of each host's block;
+  // gathered: every local rank's packed segment.
+  uint8_t* packed = c.scratch_bytes((1 + width) * hosts * seg * es);
+  uint8_t* gathered = packed + hosts * seg * es;
+  std::vector<std::shared_ptr<InFlight>> flights(segments);
+  // Segment k to and from every other rank of the column, straight into place.
+  auto post = [&](size_t k) {
+    flights[k] = std::make_shared<InFlight>();
+    const size_t off = k * seg * es, n = std::min(seg, count - k * seg) * es;
+    for (int q : mine) {
+      if (q == t.rank()) continue;
+      const uint64_t tag = c.tag(static_cast<uint32_t>(k));
+      t.post_recv(RecvRequest{q, MessageKind::kCollective, tag, at(outputs[static_cast<size_t>(q)], off), n},
+                  c.deadline, &c.what, count_down(flights[k]));
+      t.post_send(SendRequest{q, MessageKind::kCollective, tag, at(input, off), n}, c.deadline, &c.what,
+                  count_down(flights[k]));
+    }
+  };
+  post(0);
+  for (size_t k = 0; k < segments; ++k) {
+    Status st = finish(c, flights[k]);
+    if (!st.ok()) return abandon(c, flights, st);
+    if (k + 1 < segments) post(k + 1);
+    // Within the host, while the network carries segment k+1.
+    const size_t off = k * seg * es, elems = std::min(seg, count - k * seg), n = elems * es;
     for (size_t h = 0; h < hosts; ++h) {
-      if (n)
-        std::memcpy(outputs[static_cast<size_t>(g.columns[j][h])].data, gathered + (j * hosts + h) * n, n);
+      if (n) std::memcpy(packed + h * n, at(outputs[static_cast<size_t>(mine[h])], off), n);
+    }
+    const Buffer own{packed, hosts * elems, input.dtype};
+    std::vector<Buffer> host_outputs;
+    for (size_t j = 0; j < width; ++j)
+      host_outputs.push_back(Buffer{gathered + j * hosts * n, own.count, input.dtype});
+    st = host_all_gather(c, slots, g, own, host_outputs);
+    if (!st.ok()) return abandon(c, flights, st);
+    for (size_t j = 0; j < width; ++j) {
+      if (static_cast<int>(j) == g.me_local) continue;  // already in place
+      for (size_t h = 0; h < hosts; ++h) {
+        if (n)
+          std::memcpy(at(outputs[static_cast<size_t>(g.columns[j][h])], off), gathered + (j * hosts + h) * n,
+                      n);
+      }
     }
   }
   return Status::ok_status();
@@ -128,36 +222,65 @@ Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const 
   if (!g.even || g.local.size() < 2 || g.columns[0].size() < 2 || !same_sizes(inputs)) {
     return reduce_scatter(c, output, inputs, op);
   }
-  const size_t n = output.bytes(), hosts = g.columns[0].size(), width = g.local.size();
-  // 1. Within the host: pack the inputs by column, so that local rank j
-  // ends with the host's sum of column j's blocks.
-  uint8_t* packed = c.scratch_bytes((width + 1) * hosts * n);
-  uint8_t* summed = packed + width * hosts * n;
-  std::vector<Buffer> host_inputs;
-  for (size_t j = 0; j < width; ++j) {
-    for (size_t h = 0; h < hosts; ++h) {
-      if (n) std::memcpy(packed + (j * hosts + h) * n, inputs[static_cast<size_t>(g.columns[j][h])].data, n);
-    }
-    host_inputs.push_back(Buffer{packed + j * hosts * n, hosts * output.count, output.dtype});
-  }
-  const Buffer column_sum{summed, hosts * output.count, output.dtype};
-  Status st;
-  if (slots_fit(slots, g)) {
-    st = shm_reduce_scatter(c, *slots, column_sum, host_inputs, op);
-  } else {
-    SubTransport host(c.transport, g.local);
-    AlgoContext host_context{host, c.sequence, c.deadline, c.what, inner_scratch()};
-    st = reduce_scatter(host_context, column_sum, host_inputs, op);
-  }
-  if (!st.ok()) return st;
-  // 2. Over the network, within this rank's column.
+  Transport& t = c.transport;
+  const size_t es = dtype_size(output.dtype), count = output.count;
+  const size_t hosts = g.columns[0].size(), width = g.local.size();
+  const size_t seg = segment_elements(count, es), segments = count == 0 ? 1 : (count + seg - 1) / seg;
   const std::vector<int>& mine = g.columns[static_cast<size_t>(g.me_local)];
-  SubTransport column(c.transport, mine);
-  AlgoContext column_context{column, c.sequence, c.deadline, c.what, inner_scratch()};
-  std::vector<Buffer> column_inputs;
-  for (size_t h = 0; h < hosts; ++h)
-    column_inputs.push_back(Buffer{summed + h * n, output.count, output.dtype});
-  return reduce_scatter(column_context, output, column_inputs, op);
+  const size_t me_host = static_cast<size_t>(std::find(mine.begin(), mine.end(), t.rank()) - mine.begin());
+  // packed: this rank's inputs of one segment, by column; summed[2] and
+  // incoming[2]: the host's sums of this rank's column and what the column
+  // peers send, two segments' worth, as segment k's requests are still in
+  // flight while segment k+1 is summed.
+  const size_t seg_bytes = seg * es;
+  uint8_t* packed = c.scratch_bytes((width * hosts + 2 * hosts + 2 * hosts) * seg_bytes);
+  uint8_t* summed[2] = {packed + width * hosts * seg_bytes, packed + (width + 1) * hosts * seg_bytes};
+  uint8_t* incoming[2] = {summed[1] + hosts * seg_bytes, summed[1] + 2 * hosts * seg_bytes};
+  std::vector<std::shared_ptr<InFlight>> flights(segments);
+  // Adds up what the column peers sent for segment k into this rank's output.
+  auto land = [&](size_t k) {
+    Status st = finish(c, flights[k]);
+    if (!st.ok()) return st;
+    const size_t elems = std::min(seg, count - k * seg), n = elems * es;
+    uint8_t* out = at(output, k * seg_bytes);
+    if (n) std::memcpy(out, summed[k % 2] + me_host * n, n);
+    for (size_t h = 0; h < hosts; ++h) {
+      if (h != me_host) reduce_into(output.dtype, op, out, incoming[k % 2] + h * n, elems);
+    }
+    return Status::ok_status();
+  };
+  for (size_t k = 0; k < segments; ++k) {
+    // Within the host (while the network carries segment k-1): this rank
+    // ends with the host's sums of its column's blocks.
+    const size_t off = k * seg_bytes, elems = std::min(seg, count - k * seg), n = elems * es;
+    std::vector<Buffer> host_inputs;
+    for (size_t j = 0; j < width; ++j) {
+      for (size_t h = 0; h < hosts; ++h) {
+        if (n)
+          std::memcpy(packed + (j * hosts + h) * n, at(inputs[static_cast<size_t>(g.columns[j][h])], off), n);
+      }
+      host_inputs.push_back(Buffer{packed + j * hosts * n, hosts * elems, output.dtype});
+    }
+    Status st =
+        host_reduce_scatter(c, slots, g, Buffer{summed[k % 2], hosts * elems, output.dtype}, host_inputs, op);
+    if (!st.ok()) return abandon(c, flights, st);
+    if (k >= 1) {
+      st = land(k - 1);
+      if (!st.ok()) return abandon(c, flights, st);
+    }
+    // Over the network: each column peer its host's sum, and theirs in.
+    flights[k] = std::make_shared<InFlight>();
+    const uint64_t tag = c.tag(static_cast<uint32_t>(k));
+    for (size_t h = 0; h < hosts; ++h) {
+      if (h == me_host) continue;
+      t.post_recv(RecvRequest{mine[h], MessageKind::kCollective, tag, incoming[k % 2] + h * n, n}, c.deadline,
+                  &c.what, count_down(flights[k]));
+      t.post_send(SendRequest{mine[h], MessageKind::kCollective, tag, summed[k % 2] + h * n, n}, c.deadline,
+                  &c.what, count_down(flights[k]));
+    }
+  }
+  Status st = land(segments - 1);
+  return st.ok() ? st : abandon(c, flights, st);
 }
 
 }  // namespace cohort

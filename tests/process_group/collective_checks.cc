@@ -176,7 +176,9 @@ void check_broadcast_from_every_root(ProcessGroup& g) {
 
 void check_all_gather_uneven_and_into_one_tensor(ProcessGroup& g) {
   const int world = g.size();
-  for (size_t scale : {size_t{1}, size_t{5}, size_t{100003}}) {
+  // 300007 floats into one tensor: several segments of a pipelined
+  // (hierarchical) all_gather, the last one short.
+  for (size_t scale : {size_t{1}, size_t{5}, size_t{100003}, size_t{300007}}) {
     std::vector<double> mine(uneven(g.rank(), scale));
     for (size_t i = 0; i < mine.size(); ++i) mine[i] = g.rank() * 1000.0 + static_cast<double>(i);
     std::vector<std::vector<double>> outs(static_cast<size_t>(world));
