@@ -1,14 +1,47 @@
-// Hierarchical all_reduce for a group that spans hosts: reduce within each
-// host (straight through shared memory), all_reduce among one leader per
-// host (over TCP), then broadcast within each host. Only one rank per host
-// puts the data on the network, and the hosts' links carry 1/k of what a
-// flat ring over all k ranks of a host would send.
+// Hierarchical all_reduce for a group that spans hosts. Small: reduce
+// within each host (straight through shared memory), all_reduce among one
+// leader per host (over TCP), then broadcast within each host; only one
+// rank per host puts the data on the network, and the hosts' links carry
+// 1/k of what a flat ring over all k ranks of a host would send. Large,
+// with the same number of ranks on every host: a hierarchical
+// reduce_scatter and all_gather (each local rank carries its share over
+// the network, pipelined with the host's copies).
 #include "algorithms/shm_direct.h"
 #include "algorithms/sub_transport.h"
 
 namespace cohort {
 
+namespace {
+
+// From this size on, with the same number of ranks on every host, every
+// local rank carries a share over the network (all_reduce_in_shares,
+// hierarchical_gather_scatter.cc): the host's link then carries the data
+// in parallel streams, pipelined with the copies through shared memory,
+// where through the leader alone one rank's copies and one stream bound it.
+constexpr size_t kSharesFromBytes = 1 << 20;
+
+Status through_leaders(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op);
+
+}  // namespace
+
 Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op) {
+  const size_t p = static_cast<size_t>(c.transport.size());
+  if (buf.bytes() < kSharesFromBytes || !hosts_hold_equal_ranks(c.transport)) {
+    return through_leaders(c, slots, buf, op);
+  }
+  // The first P x (count / P) elements in shares, the few left over
+  // (fewer than P) through the leaders.
+  const size_t body = buf.count / p * p;
+  Status st = all_reduce_in_shares(c, slots, Buffer{buf.data, body, buf.dtype}, op);
+  if (!st.ok() || body == buf.count) return st;
+  const Buffer rest{static_cast<uint8_t*>(buf.data) + body * dtype_size(buf.dtype), buf.count - body,
+                    buf.dtype};
+  return through_leaders(c, slots, rest, op);
+}
+
+namespace {
+
+Status through_leaders(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op) {
   Transport& t = c.transport;
   const int me = t.rank();
   std::vector<int> local, leaders;
@@ -36,4 +69,5 @@ Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buff
   return st;
 }
 
+}  // namespace
 }  // namespace cohort

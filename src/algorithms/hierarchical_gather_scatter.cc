@@ -156,8 +156,12 @@ uint8_t* at(const Buffer& b, size_t offset) {
 
 }  // namespace
 
-Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer& input,
-                               const std::vector<Buffer>& outputs) {
+namespace {
+
+// The pipelines' message steps start at `first_step`, so that an
+// all_reduce's all_gather is told apart from its reduce_scatter.
+Status pipelined_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer& input,
+                            const std::vector<Buffer>& outputs, uint32_t first_step) {
   const HostGrid g = grid_of(c.transport);
   if (!g.even || g.local.size() < 2 || g.columns[0].size() < 2 || !same_sizes(outputs)) {
     return all_gather(c, input, outputs);
@@ -181,7 +185,7 @@ Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buff
     const size_t off = k * seg * es, n = std::min(seg, count - k * seg) * es;
     for (int q : mine) {
       if (q == t.rank()) continue;
-      const uint64_t tag = c.tag(static_cast<uint32_t>(k));
+      const uint64_t tag = c.tag(first_step + static_cast<uint32_t>(k));
       t.post_recv(RecvRequest{q, MessageKind::kCollective, tag, at(outputs[static_cast<size_t>(q)], off), n},
                   c.deadline, &c.what, count_down(flights[k]));
       t.post_send(SendRequest{q, MessageKind::kCollective, tag, at(input, off), n}, c.deadline, &c.what,
@@ -216,8 +220,8 @@ Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buff
   return Status::ok_status();
 }
 
-Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buffer& output,
-                                   const std::vector<Buffer>& inputs, ReduceOp::Kind op) {
+Status pipelined_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buffer& output,
+                                const std::vector<Buffer>& inputs, ReduceOp::Kind op, uint32_t first_step) {
   const HostGrid g = grid_of(c.transport);
   if (!g.even || g.local.size() < 2 || g.columns[0].size() < 2 || !same_sizes(inputs)) {
     return reduce_scatter(c, output, inputs, op);
@@ -270,7 +274,7 @@ Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const 
     }
     // Over the network: each column peer its host's sum, and theirs in.
     flights[k] = std::make_shared<InFlight>();
-    const uint64_t tag = c.tag(static_cast<uint32_t>(k));
+    const uint64_t tag = c.tag(first_step + static_cast<uint32_t>(k));
     for (size_t h = 0; h < hosts; ++h) {
       if (h == me_host) continue;
       t.post_recv(RecvRequest{mine[h], MessageKind::kCollective, tag, incoming[k % 2] + h * n, n}, c.deadline,
@@ -281,6 +285,39 @@ Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const 
   }
   Status st = land(segments - 1);
   return st.ok() ? st : abandon(c, flights, st);
+}
+
+}  // namespace
+
+bool hosts_hold_equal_ranks(const Transport& t) {
+  const HostGrid g = grid_of(t);
+  return g.even && g.local.size() >= 2 && g.columns[0].size() >= 2;
+}
+
+Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer& input,
+                               const std::vector<Buffer>& outputs) {
+  return pipelined_all_gather(c, slots, input, outputs, 0);
+}
+
+Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buffer& output,
+                                   const std::vector<Buffer>& inputs, ReduceOp::Kind op) {
+  return pipelined_reduce_scatter(c, slots, output, inputs, op, 0);
+}
+
+Status all_reduce_in_shares(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op) {
+  const size_t p = static_cast<size_t>(c.transport.size()), me = static_cast<size_t>(c.transport.rank());
+  const size_t block = buf.count / p, es = dtype_size(buf.dtype);
+  std::vector<Buffer> blocks;
+  for (size_t q = 0; q < p; ++q)
+    blocks.push_back(Buffer{static_cast<uint8_t*>(buf.data) + q * block * es, block, buf.dtype});
+  // In place: each segment of this rank's block is read (packed for the
+  // host) before its sum is written back.
+  Status st = pipelined_reduce_scatter(c, slots, blocks[me], blocks, op, 0);
+  if (!st.ok()) return st;
+  // Steps past the reduce_scatter's (one per segment; at most 2^23 of
+  // them, far below the tag's 24 bits, at 512 KiB each).
+  const uint32_t after = static_cast<uint32_t>((block * es + (512 << 10) - 1) / (512 << 10) + 1);
+  return pipelined_all_gather(c, slots, blocks[me], blocks, after);
 }
 
 }  // namespace cohort

@@ -74,5 +74,12 @@ Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buff
                                const std::vector<Buffer>& outputs);
 Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buffer& output,
                                    const std::vector<Buffer>& inputs, ReduceOp::Kind op);
+// hosts_hold_equal_ranks: at least two hosts, each with the same number
+// (at least two) of the group's ranks: the shape the column algorithms need.
+bool hosts_hold_equal_ranks(const Transport& t);
+// all_reduce_in_shares all_reduces `buf` (its count a multiple of the
+// group's size) as a hierarchical reduce_scatter and all_gather of P
+// blocks, in place. Only where hosts_hold_equal_ranks.
+Status all_reduce_in_shares(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op);
 
 }  // namespace cohort
