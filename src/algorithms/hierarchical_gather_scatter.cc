@@ -154,10 +154,6 @@ uint8_t* at(const Buffer& b, size_t offset) {
   return static_cast<uint8_t*>(b.data) + offset;
 }
 
-}  // namespace
-
-namespace {
-
 // The pipelines' message steps start at `first_step`, so that an
 // all_reduce's all_gather is told apart from its reduce_scatter.
 Status pipelined_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer& input,
