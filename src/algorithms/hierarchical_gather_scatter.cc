@@ -79,11 +79,19 @@ bool slots_fit(const shm::HostSlots* slots, const HostGrid& g) {
 // The segment a pipeline step moves per block: small enough that a
 // segment to every column peer fits the kernel's socket buffers (the
 // network moves it while this rank copies through shared memory), large
-// enough that a step's fixed costs stay small. In elements, so that every
-// rank cuts at the same place.
+// enough that a step's fixed costs stay small. Cut in elements, so that
+// every rank cuts at the same place.
+constexpr size_t kSegmentBytes = 512 << 10;
+
 size_t segment_elements(size_t count, size_t element_bytes) {
-  constexpr size_t kSegmentBytes = 512 << 10;
   return std::min(std::max<size_t>(1, kSegmentBytes / element_bytes), std::max<size_t>(1, count));
+}
+
+// segments_of is how many segments a block of `count` elements takes (one
+// for an empty block, which still meets its peers).
+size_t segments_of(size_t count, size_t element_bytes) {
+  const size_t seg = segment_elements(count, element_bytes);
+  return count == 0 ? 1 : (count + seg - 1) / seg;
 }
 
 // InFlight is one segment's requests to and from the column peers: how
@@ -165,7 +173,7 @@ Status pipelined_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer&
   Transport& t = c.transport;
   const size_t es = dtype_size(input.dtype), count = input.count;
   const size_t hosts = g.columns[0].size(), width = g.local.size();
-  const size_t seg = segment_elements(count, es), segments = count == 0 ? 1 : (count + seg - 1) / seg;
+  const size_t seg = segment_elements(count, es), segments = segments_of(count, es);
   const std::vector<int>& mine = g.columns[static_cast<size_t>(g.me_local)];
   if (outputs[static_cast<size_t>(t.rank())].data != input.data && count) {
     std::memcpy(outputs[static_cast<size_t>(t.rank())].data, input.data, count * es);
@@ -225,7 +233,7 @@ Status pipelined_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buf
   Transport& t = c.transport;
   const size_t es = dtype_size(output.dtype), count = output.count;
   const size_t hosts = g.columns[0].size(), width = g.local.size();
-  const size_t seg = segment_elements(count, es), segments = count == 0 ? 1 : (count + seg - 1) / seg;
+  const size_t seg = segment_elements(count, es), segments = segments_of(count, es);
   const std::vector<int>& mine = g.columns[static_cast<size_t>(g.me_local)];
   const size_t me_host = static_cast<size_t>(std::find(mine.begin(), mine.end(), t.rank()) - mine.begin());
   // packed: this rank's inputs of one segment, by column; summed[2] and
@@ -310,9 +318,8 @@ Status all_reduce_in_shares(AlgoContext& c, shm::HostSlots* slots, const Buffer&
   // host) before its sum is written back.
   Status st = pipelined_reduce_scatter(c, slots, blocks[me], blocks, op, 0);
   if (!st.ok()) return st;
-  // Steps past the reduce_scatter's (one per segment; at most 2^23 of
-  // them, far below the tag's 24 bits, at 512 KiB each).
-  const uint32_t after = static_cast<uint32_t>((block * es + (512 << 10) - 1) / (512 << 10) + 1);
+  // The all_gather's steps start past the reduce_scatter's (one a segment).
+  const uint32_t after = static_cast<uint32_t>(segments_of(block, es));
   return pipelined_all_gather(c, slots, blocks[me], blocks, after);
 }
 

@@ -16,7 +16,8 @@ namespace {
 // How long the kernel keeps retrying an unanswered connection before it
 // closes it. Far longer than any sensible operation timeout, so that the
 // operation's own deadline, not the kernel, decides when a cut link has
-// been down too long; without it keepalive would close after 128 s.
+// been down too long; without it the kernel would close the connection
+// after its 9 unanswered keepalive probes, 10 s at one probe a second.
 constexpr unsigned kKernelGiveUpMs = 3600 * 1000;
 
 }  // namespace
