@@ -8,10 +8,10 @@ the losses, a checksum of the trained weights and the class of the backend
 torch made (with COHORT_AS_GLOO=1, "gloo" is cohort's)."""
 
 import json
-import os
 import sys
 
 import torch
+from leave import leave
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -43,10 +43,4 @@ if rank == 0:
                    "backend": dist.get_backend(), "pg_class": pg_class, "world": size}, f)
 dist.barrier()
 dist.destroy_process_group()
-# Leave without the interpreter's teardown, as tests/python/ranks.py does:
-# torch's Gloo can still be destroying a finished Work on its own thread,
-# which takes the GIL while the interpreter finalizes and aborts the process
-# ("terminate called without an active exception", seen over gloo in CI).
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)
+leave()  # without the interpreter's teardown: see leave.py
