@@ -95,8 +95,8 @@ Status scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& 
   return c.transport.exchange(sends.data(), sends.size(), nullptr, 0, c.deadline, c.what);
 }
 
-// Pairwise: in step s rank r sends to r+s and receives from r-s, so that
-// every pair meets once and nobody is sent to by everyone at once.
+// Every pair exchanges its blocks directly: rank r sends block t to rank t
+// and receives block f from rank f, all in flight at once.
 Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs) {
   const int p = c.transport.size();
   const int r = c.transport.rank();
@@ -104,9 +104,10 @@ Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std:
     std::memmove(outputs[r].data, inputs[r].data, outputs[r].bytes());
   }
   // Every pair's exchange at once, not one pair per step: a step waits for
-  // its slowest pair, and a connection idle for a step restarts TCP's slow
-  // start (4 hosts on 2 Gbit/s links, 64 MiB: 0.51 of the link's speed one
-  // pair a step, 0.87-0.90 all at once).
+  // its slowest pair (4 hosts on 2 Gbit/s links, 64 MiB: 0.51 of the link's
+  // speed one pair a step, 0.87-0.90 all at once). All at once is as fast as
+  // plain TCP sockets get there (bench/python/raw_tcp_all_to_all.py: 0.87-0.89
+  // however the sender orders its writes).
   std::vector<SendRequest> sends;
   std::vector<RecvRequest> recvs;
   for (int s = 1; s < p; ++s) {
