@@ -250,8 +250,9 @@ void check_reduce_scatter_uneven_blocks(ProcessGroup& g) {
 void check_reduce_scatter_tensor_in_place(ProcessGroup& g) {
   const int world = g.size();
   // NCCL-style in place: the output is this rank's block of the input;
-  // small (through the posts, on one host) and larger.
-  for (const size_t n : {size_t{3}, size_t{1001}}) {
+  // small (through the posts, on one host), larger, and over a megabyte a
+  // block (several segments a step on the network ring, a short last one).
+  for (const size_t n : {size_t{3}, size_t{1001}, size_t{300007}}) {
     std::vector<int32_t> data(n * static_cast<size_t>(world));
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int32_t>(i % 7) + g.rank();
     Buffer output = Buffer::of(data.data() + static_cast<size_t>(g.rank()) * n, n);
