@@ -98,7 +98,8 @@ Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Bu
     const bool in_place = output.data == mine.data;
     uint8_t* into = last && !in_place ? static_cast<uint8_t*>(output.data) : receiving;
     const uint64_t first_tag = c.tag((static_cast<uint32_t>(s) & 0xFFFu) << 12);
-    AddOnArrival add{mine.dtype, op, into, static_cast<uint8_t*>(mine.data), last && in_place, first_tag, seg};
+    AddOnArrival add{mine.dtype,       op,        into, static_cast<uint8_t*>(mine.data),
+                     last && in_place, first_tag, seg};
     sends.clear();
     for (size_t k = 0; k < segments(sending_bytes); ++k) {
       const size_t off = k * seg;
