@@ -2,20 +2,21 @@
 // with the same number of ranks on each (FSDP across hosts).
 //
 // A "column" is the ranks that hold the same local index on every host.
-// all_gather: each rank sends its block to the other ranks of its column
-// over the network (the columns in parallel), then each host all_gathers
-// its columns through shared memory. reduce_scatter runs the same path
+// all_gather: each rank's block goes round a ring of its column over the
+// network (the columns in parallel), then each host all_gathers its
+// columns through shared memory. reduce_scatter runs the same path
 // backwards: each host reduce_scatters so that local rank j holds the
-// host's sum of the blocks of column j, then each rank sends the other
-// ranks of its column their sums and adds up the sums it gets for its own
-// block. Either way a host's link carries (H-1)/H of the data once, where
+// host's sum of the blocks of column j, then the column's ring adds the
+// hosts' sums up, each rank ending with the total of its own block.
+// Either way a host's link carries (H-1)/H of the data once, where
 // a flat ring over all ranks crosses it with up to (P-1)/P of it (2 hosts
 // x 2 ranks: 2 blocks against 3).
 //
 // Pipelined: the blocks go in segments, and while the network carries
-// segment k (posted requests, which the kernel's socket buffers and the
-// shared-memory waits keep moving) the host works on its neighbour
-// segment, so the copies through shared memory hide behind the link.
+// one tick of the ring (posted requests, which the kernel's socket buffers
+// and the shared-memory waits keep moving) the host works on a segment
+// that has finished its hops (or is about to start them), so the copies
+// through shared memory hide behind the link.
 //
 // Where hosts hold different numbers of ranks, or the blocks differ in
 // size, the flat ring runs instead (every rank sees the same shapes, so
@@ -77,8 +78,9 @@ bool slots_fit(const shm::HostSlots* slots, const HostGrid& g) {
 }
 
 // The segment a pipeline step moves per block: small enough that a
-// segment to every column peer fits the kernel's socket buffers (the
-// network moves it while this rank copies through shared memory), large
+// tick's segments (up to H-1, to the next host) fit the kernel's socket
+// buffers (the network moves them while this rank copies through shared
+// memory), large
 // enough that a step's fixed costs stay small. Cut in elements, so that
 // every rank cuts at the same place.
 constexpr size_t kSegmentBytes = 512 << 10;
