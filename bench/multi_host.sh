@@ -80,6 +80,7 @@ run() {
   local pids=()
   local program="bench/python/host_collectives.py $backend $c 4 $max_bytes"
   [ "$backend" = tcp ] && program="bench/python/raw_tcp_all_to_all.py 1048576 $max_bytes"
+  [ "$backend" = paced ] && program="bench/python/raw_tcp_all_to_all.py 1048576 $max_bytes $rate_bits $l"
   for ((i = 0; i < h; i++)); do
     ip netns exec "${hosts[$i]}" bash -c '
       for ((r = '"$((i * l))"'; r < '"$(((i + 1) * l))"'; r++)); do
@@ -106,38 +107,42 @@ for layout in $LAYOUTS; do
   h="${layout%x*}" l="${layout#*x}"
   make_cluster "$h"
   for c in $COLLECTIVES; do
-    : >"$raw/cohort.all" && : >"$raw/gloo.all" && : >"$raw/tcp.all"
+    : >"$raw/cohort.all" && : >"$raw/gloo.all" && : >"$raw/tcp.all" && : >"$raw/paced.all"
     for ((rep = 0; rep < REPS; rep++)); do
       run cohort "$c" "$h" "$l" >>"$raw/cohort.all" || continue
       run gloo "$c" "$h" "$l" >>"$raw/gloo.all" || continue
-      # all_to_all's third anchor: plain TCP sockets, every flow at once.
-      if [ "$c" = all_to_all ] && [ "$max_bytes" -ge 1048576 ]; then run tcp "$c" "$h" "$l" >>"$raw/tcp.all"; fi
+      # all_to_all's other anchors: plain TCP sockets, every flow at once,
+      # unpaced and paced to an even share of the link.
+      if [ "$c" = all_to_all ] && [ "$max_bytes" -ge 1048576 ]; then
+        run tcp "$c" "$h" "$l" >>"$raw/tcp.all"
+        run paced "$c" "$h" "$l" >>"$raw/paced.all"
+      fi
     done
     echo
     echo "## $c, $h hosts x $l ranks"
     echo
-    python3 - "$raw/cohort.all" "$raw/gloo.all" "$c" "$h" "$l" "$rate_bits" "$raw/tcp.all" <<'PY'
+    python3 - "$raw/cohort.all" "$raw/gloo.all" "$c" "$h" "$l" "$rate_bits" "$raw/tcp.all" "$raw/paced.all" <<'PY'
 import statistics, sys
 cohort, gloo, c, h, l, rate = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
-tcp = sys.argv[7]
+tcp, paced = sys.argv[7], sys.argv[8]
 def load(path):
     d = {}
     for line in open(path):
         _, size, us = line.split()
         d.setdefault(int(size), []).append(float(us))
     return {k: statistics.median(v) for k, v in d.items()}
-a, g, t = load(cohort), load(gloo), load(tcp)
+a, g, t, pt = load(cohort), load(gloo), load(tcp), load(paced)
 n = h * l
 link = {"all_reduce": lambda s: 2 * s * (h - 1) / h, "all_gather": lambda s: s * (h - 1) / h,
         "reduce_scatter": lambda s: s * (h - 1) / h, "broadcast": lambda s: s,
         "all_to_all": lambda s: l * s * (h - 1) / h}[c]
 bus = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
        "broadcast": 1.0, "all_to_all": (n - 1) / n}[c]
-# With the plain TCP anchor (all_to_all): two more columns, its time and
-# its fraction of the bound, the most TCP reaches with every flow at once.
-extra = " plain TCP (us) | bound / TCP |" if t else ""
+# With the plain TCP anchors (all_to_all): four more columns, their times
+# and fractions of the bound, what TCP reaches with every flow at once.
+extra = " plain TCP (us) | bound / TCP | paced TCP (us) | bound / paced |" if t else ""
 print("| size (B) | cohort (us) | gloo (us) | cohort busbw (GB/s) | gloo busbw (GB/s) | link bound (us) | bound / cohort | gloo / cohort |" + extra)
-print("|---|---|---|---|---|---|---|---|" + ("---|---|" if t else ""))
+print("|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if t else ""))
 for s in sorted(set(a) | set(g)):
     ta, tg = a.get(s), g.get(s)
     bound = link(s) * 8 / rate * 1e6
@@ -146,7 +151,7 @@ for s in sorted(set(a) | set(g)):
     ratio = lambda b, t: f"{b / t:.2f}" if t else "-"
     print(f"| {s} | {f(ta)} | {f(tg)} | {bw(ta)} | {bw(tg)} | {bound:.1f} | "
           f"{(bound / ta if ta else 0):.2f} | {(tg / ta if ta and tg else 0):.2f} |"
-          + (f" {f(t.get(s))} | {ratio(bound, t.get(s))} |" if t else ""))
+          + (f" {f(t.get(s))} | {ratio(bound, t.get(s))} | {f(pt.get(s))} | {ratio(bound, pt.get(s))} |" if t else ""))
 PY
   done
 done

@@ -27,7 +27,7 @@ for line in open(results):
             layouts.append(f"{h}x{l}")
         continue
     cells = [x.strip() for x in line.strip().strip("|").split("|")]
-    if current and len(cells) in (8, 10) and cells[0].isdigit() and int(cells[0]) >= 16384:
+    if current and len(cells) in (8, 10, 12) and cells[0].isdigit() and int(cells[0]) >= 16384:
         size, ta, tg, bound = int(cells[0]), cells[1], cells[2], float(cells[5])
         ratio = lambda t: f"{bound / float(t):.3f}" if t not in ("-", "") and float(t) > 0 else "NaN"
         current.write(f"{size} {ratio(ta)} {ratio(tg)}\n")

@@ -17,7 +17,14 @@ from MIN_BYTES to MAX_BYTES by 4x:
 the slowest rank's median call. Python threads cost tens of microseconds a
 call, so only sizes of a megabyte and up say anything about the network.
 
-    raw_tcp_all_to_all.py MIN_BYTES MAX_BYTES
+With LINK_BITS (the host link's rate, bits/s) and RANKS_PER_HOST, every
+connection is paced (SO_MAX_PACING_RATE, the kernel's TCP pacing) to an
+even share of the link: LINK_BITS over the number of streams leaving a
+host, (WORLD_SIZE - RANKS_PER_HOST) x RANKS_PER_HOST. Unpaced, each stream
+crosses two shaped links (its sender's and its receiver's) and TCP shares
+neither evenly; paced, none outruns its share.
+
+    raw_tcp_all_to_all.py MIN_BYTES MAX_BYTES [LINK_BITS RANKS_PER_HOST]
 """
 
 import os
@@ -29,6 +36,8 @@ import time
 from datetime import timedelta
 
 import torch.distributed as dist
+
+SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)  # Linux; Python 3.11 lacks the name
 
 
 def own_address(towards):
@@ -88,6 +97,11 @@ def main():
     store = dist.TCPStore(master, int(os.environ["MASTER_PORT"]) + 1, world, rank == 0,
                           timeout=timedelta(seconds=120))
     peers = connect_all(store, rank, world, master)
+    if len(sys.argv) > 4:
+        link_bits, per_host = float(sys.argv[3]), int(sys.argv[4])
+        share = int(link_bits / 8 / ((world - per_host) * per_host))
+        for c in peers.values():
+            c.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, share)  # bytes/s
     size = max(lo, 4 * world)
     while size <= hi:
         block = size // world
