@@ -17,6 +17,7 @@ Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<i
   if (!mesh.ok()) return mesh.status();
   ConnectedLinks group;
   EngineOptions& options = group.options;
+  options.link_bytes_per_second = static_cast<uint64_t>(config_float(knobs::kLinkGbits) * 1e9 / 8);
   std::vector<std::unique_ptr<Link>> shm_links(static_cast<size_t>(size));
   const bool shared_memory =
       with_shared_memory && !mesh.value().lazy && config_string(knobs::kShm) != "off" && size > 1;

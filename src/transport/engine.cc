@@ -18,6 +18,7 @@ Engine::Engine(int rank, int size, std::vector<std::unique_ptr<Link>> links,
       acceptor_(std::move(acceptor)),
       host_of_(std::move(options.host_of)),
       spin_bare_(options.spin_bare),
+      link_bytes_per_second_(options.link_bytes_per_second),
       lost_(new std::atomic<bool>[static_cast<size_t>(size)]()) {
   all_user_space_ = size > 1;
   for (int q = 0; q < size; ++q) {
@@ -54,6 +55,20 @@ std::vector<int> Engine::lost_peers() const {
     if (lost_[q].load()) out.push_back(q);
   }
   return out;
+}
+
+void Engine::pace_evenly(bool on) {
+  if (link_bytes_per_second_ == 0) return;
+  uint64_t local = 0;
+  for (int q = 0; q < size_; ++q) local += host_of(q) == host_of(rank_) ? 1 : 0;
+  const uint64_t remote = static_cast<uint64_t>(size_) - local;
+  if (remote == 0) return;
+  // Every rank here sends to every rank there: local x remote streams
+  // leave this host, each its even share.
+  const uint64_t share = on ? std::max<uint64_t>(1, link_bytes_per_second_ / (local * remote)) : 0;
+  for (int q = 0; q < size_; ++q) {
+    if (peers_[q].link && host_of(q) != host_of(rank_)) peers_[q].link->pace(share);
+  }
 }
 
 void Engine::wake() {

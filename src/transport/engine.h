@@ -41,6 +41,9 @@ struct EngineOptions {
   // core: only when every rank here has a core of its own, since a yield
   // (a system call) costs more than a small message's trip.
   bool spin_bare = false;
+  // The host's network link rate in bytes a second (0: unknown), for
+  // pace_evenly.
+  uint64_t link_bytes_per_second = 0;
 };
 
 class Engine : public Transport {
@@ -71,6 +74,7 @@ class Engine : public Transport {
   Status poll_health() override;
   bool peer_gone(int peer) const override { return !peers_[static_cast<size_t>(peer)].closed.ok(); }
   std::vector<int> lost_peers() const override;
+  void pace_evenly(bool on) override;
 
  private:
   // Batch is one exchange() call's count of requests still open and its
@@ -219,8 +223,9 @@ class Engine : public Transport {
   std::unique_ptr<Acceptor> acceptor_;
   std::vector<int> host_of_;
   bool spin_bare_ = false;
-  bool any_user_space_ = false;  // some link moves bytes without system calls
-  bool all_user_space_ = false;  // every link does
+  uint64_t link_bytes_per_second_ = 0;  // pace_evenly's; 0: unknown
+  bool any_user_space_ = false;         // some link moves bytes without system calls
+  bool all_user_space_ = false;         // every link does
   // lost_[q]: q's link ended while this rank was healthy (read by other
   // threads through lost_peers()).
   std::unique_ptr<std::atomic<bool>[]> lost_;

@@ -114,6 +114,10 @@ class Link {
   // process that is merely stopped or slow still has its kernel answer,
   // so this tells a cut link or a dead host from a stuck rank.
   virtual std::string unreachable_since() const { return {}; }
+
+  // pace caps how fast the kernel sends this link's bytes (0: no cap).
+  // Only a TCP link can; a link not connected yet stays unpaced.
+  virtual void pace(uint64_t bytes_per_second) { (void)bytes_per_second; }
 };
 
 // Acceptor takes the connections that peers make to this rank when links

@@ -130,6 +130,12 @@ class Transport {
   // connections before its report got through looks the same), which
   // shrink_group weighs against who actually shows up. Thread-safe.
   virtual std::vector<int> lost_peers() const { return {}; }
+
+  // pace_evenly(true) paces every TCP stream to the other hosts to an even
+  // share of this host's link, as though each rank here sent to each rank
+  // there at once (an all_to_all); pace_evenly(false) lifts it. Nothing
+  // when the link's rate is unknown (COHORT_LINK_GBITS unset).
+  virtual void pace_evenly(bool on) { (void)on; }
 };
 
 }  // namespace cohort

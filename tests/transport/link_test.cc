@@ -8,7 +8,9 @@
 // peer's doorbell only while the peer has said it sleeps, since a doorbell
 // is a system call on the fast path. Last, an engine over each kind of link
 // exchanges more than the medium holds, both ways at once.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -211,6 +213,86 @@ TEST(TcpLink, CarriesAnEngineExchangeOfMoreThanTheSocketHoldsBothWays) {
   auto zero = engine_over(0, std::make_unique<tcp::TcpLink>(std::move(a), "rank 1's end"));
   auto one = engine_over(1, std::make_unique<tcp::TcpLink>(std::move(b), "rank 0's end"));
   exchange_both_ways(*zero, *one, size_t{4} << 20);
+}
+
+// make_tcp_pair connects two TCP sockets over loopback (pacing is TCP's).
+void make_tcp_pair(Socket* a, Socket* b) {
+  Socket listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener.valid()) << std::strerror(errno);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(::listen(listener.fd(), 1), 0) << std::strerror(errno);
+  ASSERT_EQ(::getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  *a = Socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(::connect(a->fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  *b = Socket(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(b->valid()) << std::strerror(errno);
+}
+
+// pacing_of reads a socket's SO_MAX_PACING_RATE (~0: not paced).
+uint64_t pacing_of(int fd) {
+  uint64_t rate = 0;
+  socklen_t len = sizeof rate;
+  EXPECT_EQ(::getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, &len), 0) << std::strerror(errno);
+  return len == sizeof(uint32_t) ? static_cast<uint32_t>(rate) : rate;
+}
+
+bool unpaced(uint64_t rate) {
+  return rate == ~uint64_t{0} || rate == UINT32_MAX;
+}
+
+// An engine paces its TCP links to the other hosts to even shares of the
+// link when told the link's rate, and lifts the pacing after; a link to a
+// rank of its own host is never paced. Rank 0 of host_of.size() ranks
+// (host_of[q]: q's host's lowest rank).
+void check_even_pacing(const std::vector<int>& host_of, uint64_t want) {
+  const size_t n = host_of.size();
+  std::vector<Socket> others(n);
+  std::vector<int> fds(n, -1);
+  std::vector<std::unique_ptr<Link>> links(n);
+  for (size_t q = 1; q < n; ++q) {
+    Socket end;
+    ASSERT_NO_FATAL_FAILURE(make_tcp_pair(&end, &others[q]));
+    fds[q] = end.fd();
+    links[q] = std::make_unique<tcp::TcpLink>(std::move(end), "rank " + std::to_string(q));
+  }
+  EngineOptions options;
+  options.host_of = host_of;
+  options.link_bytes_per_second = 1200000000;
+  Engine engine(0, static_cast<int>(n), std::move(links), nullptr, options);
+  for (size_t q = 1; q < n; ++q) ASSERT_TRUE(unpaced(pacing_of(fds[q]))) << "paced before it was asked";
+  engine.pace_evenly(true);
+  for (size_t q = 1; q < n; ++q) {
+    if (host_of[q] != host_of[0]) {
+      EXPECT_EQ(pacing_of(fds[q]), want) << "the stream to rank " << q;
+    } else {
+      EXPECT_TRUE(unpaced(pacing_of(fds[q]))) << "the link to rank " << q << " within the host was paced";
+    }
+  }
+  engine.pace_evenly(false);
+  for (size_t q = 1; q < n; ++q)
+    EXPECT_TRUE(unpaced(pacing_of(fds[q]))) << "rank " << q << "'s pacing stayed";
+}
+
+TEST(TcpLink, AnEngineToldTheLinkRatePacesEachStreamToItsShareAndLiftsItAfter) {
+  // Three hosts of one rank: two streams leave this host, half the link each.
+  check_even_pacing({0, 1, 2}, 600000000);
+  // Two hosts of two ranks: four streams leave the host (0 and 1 to 2 and
+  // 3), a quarter each; 0->1 stays unpaced.
+  check_even_pacing({0, 0, 2, 2}, 300000000);
+}
+
+TEST(TcpLink, AnEngineThatDoesNotKnowTheLinkRatePacesNothing) {
+  Socket end, other;
+  ASSERT_NO_FATAL_FAILURE(make_tcp_pair(&end, &other));
+  const int fd = end.fd();
+  auto engine = engine_over(0, std::make_unique<tcp::TcpLink>(std::move(end), "rank 1"));
+  engine->pace_evenly(true);
+  EXPECT_TRUE(unpaced(pacing_of(fd))) << pacing_of(fd);
 }
 
 // ShmLinkTest maps the arena of a two-rank host, each rank on a thread of

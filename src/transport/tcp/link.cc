@@ -39,6 +39,16 @@ void TcpLink::probe_when_idle() {
   (void)setsockopt(socket_.fd(), IPPROTO_TCP, TCP_USER_TIMEOUT, &give_up_ms, sizeof give_up_ms);
 }
 
+void TcpLink::pace(uint64_t bytes_per_second) {
+  if (!socket_.valid() || state_ != State::kReady) return;
+  // The kernel's TCP pacing (SO_MAX_PACING_RATE, bytes a second; ~0 lifts
+  // it). A 64-bit value where the kernel takes one, else capped to 32.
+  uint64_t rate = bytes_per_second ? bytes_per_second : ~uint64_t{0};
+  if (setsockopt(socket_.fd(), SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) == 0) return;
+  uint32_t narrow = rate > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(rate);
+  (void)setsockopt(socket_.fd(), SOL_SOCKET, SO_MAX_PACING_RATE, &narrow, sizeof narrow);
+}
+
 std::string TcpLink::unreachable_since() const {
   if (!socket_.valid() || state_ != State::kReady) return {};
   tcp_info info{};

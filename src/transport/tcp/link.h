@@ -38,6 +38,7 @@ class TcpLink : public Link {
   Status on_ready(short revents, bool* became_ready) override;
   void shut_down() override;
   std::string unreachable_since() const override;
+  void pace(uint64_t bytes_per_second) override;
 
   State state() const { return state_; }
   // adopt takes the connection the peer made to this rank (lazy).
