@@ -60,24 +60,24 @@ bool add_on_arrival(void* context, RecvRequest& r) {
   return false;  // one segment, one receive
 }
 
-// A large all_to_all across hosts paces its TCP streams to even shares of
-// the host's link (when its rate is known, COHORT_LINK_GBITS): unpaced,
+// A large all_to_all across hosts paces its TCP streams to their shares of
+// the host's link (by the bytes each carries) (when its rate is known, COHORT_LINK_GBITS): unpaced,
 // each stream crosses two shaped links, TCP shares neither evenly, and
 // links run idle before the last stream ends (4 hosts on 2 Gbit/s links,
 // plain TCP: 0.82-0.86 of the link's speed unpaced, 0.91-0.95 paced, from
 // 16 MiB). Below a few MiB pacing only slows the start.
 constexpr size_t kPaceFromBytes = 4 << 20;
 
-class EvenPacing {
+class PacedByShare {
  public:
-  EvenPacing(Transport& t, bool on) : t_(t), on_(on) {
-    if (on_) t_.pace_evenly(true);
+  PacedByShare(Transport& t, const std::vector<size_t>& bytes_to, bool on) : t_(t), on_(on) {
+    if (on_) t_.pace_by_share(bytes_to);
   }
-  ~EvenPacing() {
-    if (on_) t_.pace_evenly(false);
+  ~PacedByShare() {
+    if (on_) t_.pace_by_share({});
   }
-  EvenPacing(const EvenPacing&) = delete;
-  EvenPacing& operator=(const EvenPacing&) = delete;
+  PacedByShare(const PacedByShare&) = delete;
+  PacedByShare& operator=(const PacedByShare&) = delete;
 
  private:
   Transport& t_;
@@ -194,9 +194,14 @@ Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std:
   // however the sender orders its writes).
   std::vector<SendRequest> sends;
   std::vector<RecvRequest> recvs;
+  std::vector<size_t> bytes_to(static_cast<size_t>(p), 0);
   size_t sent_bytes = 0;
-  for (const Buffer& b : inputs) sent_bytes += b.bytes();
-  EvenPacing pacing(c.transport, sent_bytes >= kPaceFromBytes);
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    bytes_to[static_cast<size_t>(q)] = inputs[static_cast<size_t>(q)].bytes();
+    sent_bytes += bytes_to[static_cast<size_t>(q)];
+  }
+  PacedByShare pacing(c.transport, bytes_to, sent_bytes >= kPaceFromBytes);
   for (int s = 1; s < p; ++s) {
     const int to = (r + s) % p, from = (r - s + p) % p;
     sends.push_back(SendRequest{to, MessageKind::kCollective, c.tag(0), inputs[to].data, inputs[to].bytes()});

@@ -77,12 +77,11 @@ bool slots_fit(const shm::HostSlots* slots, const HostGrid& g) {
   return slots && slots->local_ranks() == g.local;
 }
 
-// The segment a pipeline step moves per block: small enough that a
-// tick's segments (up to H-1, to the next host) fit the kernel's socket
+// The segment a pipeline step moves per block: small enough that a tick's
+// segments (up to H-1, to the next host) mostly fit the kernel's socket
 // buffers (the network moves them while this rank copies through shared
-// memory), large
-// enough that a step's fixed costs stay small. Cut in elements, so that
-// every rank cuts at the same place.
+// memory), large enough that a step's fixed costs stay small. Cut in
+// elements, so that every rank cuts at the same place.
 constexpr size_t kSegmentBytes = 512 << 10;
 // A block of a few segments is cut finer, down to kLeastSegmentBytes, so
 // that it still makes kLeastSegments: with one segment the column ring's
@@ -104,9 +103,9 @@ size_t segments_of(size_t count, size_t element_bytes) {
   return count == 0 ? 1 : (count + seg - 1) / seg;
 }
 
-// InFlight is one segment's requests to and from the column peers: how
-// many are left, and the first error. Shared with the completions, which
-// may run after an error made the algorithm return.
+// InFlight is one tick's requests to and from the column ring's
+// neighbours: how many are left, and the first error. Shared with the
+// completions, which may run after an error made the algorithm return.
 struct InFlight {
   int left = 0;
   Status error;
@@ -120,7 +119,7 @@ Completion count_down(const std::shared_ptr<InFlight>& f) {
   };
 }
 
-// finish drives the transport until the segment's requests completed. In
+// finish drives the transport until the tick's requests completed. In
 // slices, so that other requests in flight (a user's irecv) cannot hold
 // it past its own.
 Status finish(AlgoContext& c, const std::shared_ptr<InFlight>& f) {
@@ -133,9 +132,9 @@ Status finish(AlgoContext& c, const std::shared_ptr<InFlight>& f) {
 // abandon ends a failed pipeline: the group is unusable after the error,
 // and no request may still point at this operation's buffers when it
 // returns, so fail them all and let them complete.
-Status abandon(AlgoContext& c, const std::vector<std::shared_ptr<InFlight>>& segments, Status why) {
+Status abandon(AlgoContext& c, const std::vector<std::shared_ptr<InFlight>>& ticks, Status why) {
   c.transport.interrupt(why);
-  for (const auto& f : segments) {
+  for (const auto& f : ticks) {
     if (f) (void)finish(c, f);
   }
   return why;
@@ -298,11 +297,12 @@ Status pipelined_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buf
   const size_t hosts = g.columns[0].size(), width = g.local.size();
   const size_t seg = segment_elements(count, es);
   const ColumnRing ring = column_ring(g, t.rank(), segments_of(count, es));
-  // A segment lives from its host step (tick k) to its last landing (tick
-  // k + H - 1): H + 1 segments' buffers, used round-robin. Each: the
+  // Segment k's buffers are in use from its host step (loop turn k) to the
+  // landing of its last hop (turn k + H - 1), and segment k + H's host step
+  // comes a turn later: H segments' buffers, used round-robin. Each: the
   // host's sums of this rank's column (H blocks) and two hop buffers, one
   // arriving while the other is sent on.
-  const size_t live = hosts + 1, seg_bytes = seg * es, per_segment = (hosts + 2) * seg_bytes;
+  const size_t live = hosts, seg_bytes = seg * es, per_segment = (hosts + 2) * seg_bytes;
   uint8_t* packed = c.scratch_bytes(width * hosts * seg_bytes + live * per_segment);
   uint8_t* segment_space = packed + width * hosts * seg_bytes;
   auto summed = [&](size_t k) { return segment_space + (k % live) * per_segment; };

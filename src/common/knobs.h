@@ -318,10 +318,13 @@ inline constexpr KnobSpec kLinkGbits{
     KnobType::kFloat,
     "0",
     "Each host's network link rate in Gbit/s, when known (0: unknown, nothing paced). With it, an "
-    "all_to_all across hosts of 4 MiB a rank and up paces every TCP stream it starts to an even "
-    "share of the link (SO_MAX_PACING_RATE): unpaced, each stream crosses its sender's and its "
-    "receiver's link and TCP shares neither evenly (4 hosts on 2 Gbit/s links: 0.82-0.88 of the "
-    "link's speed). Read when a group is made; give every rank the same.",
+    "all_to_all across hosts that sends 4 MiB a rank and up paces each TCP stream to its share of "
+    "the link (SO_MAX_PACING_RATE: the rate over the host's ranks, split by the bytes each stream "
+    "carries): unpaced, each stream crosses its sender's and its receiver's link and TCP shares "
+    "neither evenly (4 hosts on 2 Gbit/s links: 0.82-0.88 of the link's speed, paced 0.92-0.94). "
+    "Ranks of one host are told apart only with shared memory on (else their links are paced "
+    "too), and a socket once paced keeps the kernel's own TCP pacing. Read when a group is made; "
+    "give every rank the same.",
     nullptr,
     false,
     nullptr,

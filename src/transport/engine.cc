@@ -57,17 +57,24 @@ std::vector<int> Engine::lost_peers() const {
   return out;
 }
 
-void Engine::pace_evenly(bool on) {
+void Engine::pace_by_share(const std::vector<size_t>& bytes_to) {
   if (link_bytes_per_second_ == 0) return;
-  uint64_t local = 0;
-  for (int q = 0; q < size_; ++q) local += host_of(q) == host_of(rank_) ? 1 : 0;
-  const uint64_t remote = static_cast<uint64_t>(size_) - local;
-  if (remote == 0) return;
-  // Every rank here sends to every rank there: local x remote streams
-  // leave this host, each its even share.
-  const uint64_t share = on ? std::max<uint64_t>(1, link_bytes_per_second_ / (local * remote)) : 0;
+  auto remote = [&](int q) { return q != rank_ && host_of(q) != host_of(rank_) && peers_[q].link; };
+  double local = 0, remote_bytes = 0;
   for (int q = 0; q < size_; ++q) {
-    if (peers_[q].link && host_of(q) != host_of(rank_)) peers_[q].link->pace(share);
+    local += host_of(q) == host_of(rank_) ? 1 : 0;
+    if (remote(q) && !bytes_to.empty()) remote_bytes += static_cast<double>(bytes_to[static_cast<size_t>(q)]);
+  }
+  // This rank's part of the link is 1/local of it (the host's other ranks
+  // send as much at the same time), split by bytes among its streams; a
+  // stream that carries nothing is left unpaced.
+  const double mine = static_cast<double>(link_bytes_per_second_) / local;
+  for (int q = 0; q < size_; ++q) {
+    if (!remote(q)) continue;
+    const double bytes = bytes_to.empty() ? 0 : static_cast<double>(bytes_to[static_cast<size_t>(q)]);
+    const uint64_t share =
+        bytes > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(mine * bytes / remote_bytes)) : 0;
+    peers_[q].link->pace(share);
   }
 }
 

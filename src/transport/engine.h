@@ -42,7 +42,7 @@ struct EngineOptions {
   // (a system call) costs more than a small message's trip.
   bool spin_bare = false;
   // The host's network link rate in bytes a second (0: unknown), for
-  // pace_evenly.
+  // pace_by_share.
   uint64_t link_bytes_per_second = 0;
 };
 
@@ -74,7 +74,7 @@ class Engine : public Transport {
   Status poll_health() override;
   bool peer_gone(int peer) const override { return !peers_[static_cast<size_t>(peer)].closed.ok(); }
   std::vector<int> lost_peers() const override;
-  void pace_evenly(bool on) override;
+  void pace_by_share(const std::vector<size_t>& bytes_to) override;
 
  private:
   // Batch is one exchange() call's count of requests still open and its
@@ -223,7 +223,7 @@ class Engine : public Transport {
   std::unique_ptr<Acceptor> acceptor_;
   std::vector<int> host_of_;
   bool spin_bare_ = false;
-  uint64_t link_bytes_per_second_ = 0;  // pace_evenly's; 0: unknown
+  uint64_t link_bytes_per_second_ = 0;  // pace_by_share's; 0: unknown
   bool any_user_space_ = false;         // some link moves bytes without system calls
   bool all_user_space_ = false;         // every link does
   // lost_[q]: q's link ended while this rank was healthy (read by other

@@ -116,7 +116,9 @@ class Link {
   virtual std::string unreachable_since() const { return {}; }
 
   // pace caps how fast the kernel sends this link's bytes (0: no cap).
-  // Only a TCP link can; a link not connected yet stays unpaced.
+  // Only a TCP link can; a link not connected yet stays unpaced. Once
+  // capped, a socket keeps the kernel's own TCP pacing (at about its
+  // congestion window's rate) after the cap is lifted.
   virtual void pace(uint64_t bytes_per_second) { (void)bytes_per_second; }
 };
 

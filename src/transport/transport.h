@@ -131,11 +131,13 @@ class Transport {
   // shrink_group weighs against who actually shows up. Thread-safe.
   virtual std::vector<int> lost_peers() const { return {}; }
 
-  // pace_evenly(true) paces every TCP stream to the other hosts to an even
-  // share of this host's link, as though each rank here sent to each rank
-  // there at once (an all_to_all); pace_evenly(false) lifts it. Nothing
-  // when the link's rate is unknown (COHORT_LINK_GBITS unset).
-  virtual void pace_evenly(bool on) { (void)on; }
+  // pace_by_share paces each TCP stream to another host to its share of
+  // this host's link, as when every rank here sends to the other hosts at
+  // once (an all_to_all): the link's rate over this host's ranks, split
+  // among this rank's streams by the bytes each carries (bytes_to[q] to
+  // rank q; equal splits, equal shares). An empty bytes_to lifts it.
+  // Nothing when the link's rate is unknown (COHORT_LINK_GBITS unset).
+  virtual void pace_by_share(const std::vector<size_t>& bytes_to) { (void)bytes_to; }
 };
 
 }  // namespace cohort

@@ -245,11 +245,13 @@ bool unpaced(uint64_t rate) {
   return rate == ~uint64_t{0} || rate == UINT32_MAX;
 }
 
-// An engine paces its TCP links to the other hosts to even shares of the
-// link when told the link's rate, and lifts the pacing after; a link to a
+// An engine told the link's rate paces its TCP links to the other hosts
+// to their shares of the link, and lifts the pacing after; a link to a
 // rank of its own host is never paced. Rank 0 of host_of.size() ranks
-// (host_of[q]: q's host's lowest rank).
-void check_even_pacing(const std::vector<int>& host_of, uint64_t want) {
+// (host_of[q]: q's host's lowest rank) sends bytes_to[q] to rank q and
+// expects want[q] (0: unpaced).
+void check_pacing(const std::vector<int>& host_of, const std::vector<size_t>& bytes_to,
+                  const std::vector<uint64_t>& want) {
   const size_t n = host_of.size();
   std::vector<Socket> others(n);
   std::vector<int> fds(n, -1);
@@ -265,25 +267,32 @@ void check_even_pacing(const std::vector<int>& host_of, uint64_t want) {
   options.link_bytes_per_second = 1200000000;
   Engine engine(0, static_cast<int>(n), std::move(links), nullptr, options);
   for (size_t q = 1; q < n; ++q) ASSERT_TRUE(unpaced(pacing_of(fds[q]))) << "paced before it was asked";
-  engine.pace_evenly(true);
+  engine.pace_by_share(bytes_to);
   for (size_t q = 1; q < n; ++q) {
-    if (host_of[q] != host_of[0]) {
-      EXPECT_EQ(pacing_of(fds[q]), want) << "the stream to rank " << q;
+    if (want[q]) {
+      EXPECT_EQ(pacing_of(fds[q]), want[q]) << "the stream to rank " << q;
     } else {
-      EXPECT_TRUE(unpaced(pacing_of(fds[q]))) << "the link to rank " << q << " within the host was paced";
+      EXPECT_TRUE(unpaced(pacing_of(fds[q])))
+          << "the link to rank " << q << " was paced: " << pacing_of(fds[q]);
     }
   }
-  engine.pace_evenly(false);
+  engine.pace_by_share({});
   for (size_t q = 1; q < n; ++q)
     EXPECT_TRUE(unpaced(pacing_of(fds[q]))) << "rank " << q << "'s pacing stayed";
 }
 
 TEST(TcpLink, AnEngineToldTheLinkRatePacesEachStreamToItsShareAndLiftsItAfter) {
-  // Three hosts of one rank: two streams leave this host, half the link each.
-  check_even_pacing({0, 1, 2}, 600000000);
-  // Two hosts of two ranks: four streams leave the host (0 and 1 to 2 and
-  // 3), a quarter each; 0->1 stays unpaced.
-  check_even_pacing({0, 0, 2, 2}, 300000000);
+  const size_t mib = size_t{1} << 20;
+  // Three hosts of one rank, equal splits: two streams, half the link each.
+  check_pacing({0, 1, 2}, {0, mib, mib}, {0, 600000000, 600000000});
+  // Two hosts of two ranks: this rank has half the link (the other rank
+  // here sends as much), a quarter to each of ranks 2 and 3; 0->1 stays
+  // within the host, unpaced.
+  check_pacing({0, 0, 2, 2}, {0, mib, mib, mib}, {0, 0, 300000000, 300000000});
+  // Uneven splits share by bytes: 3 MiB and 1 MiB of this rank's half.
+  check_pacing({0, 0, 2, 2}, {0, mib, 3 * mib, mib}, {0, 0, 450000000, 150000000});
+  // A stream that carries nothing is not held back.
+  check_pacing({0, 1, 2}, {0, mib, 0}, {0, 1200000000, 0});
 }
 
 TEST(TcpLink, AnEngineThatDoesNotKnowTheLinkRatePacesNothing) {
@@ -291,7 +300,7 @@ TEST(TcpLink, AnEngineThatDoesNotKnowTheLinkRatePacesNothing) {
   ASSERT_NO_FATAL_FAILURE(make_tcp_pair(&end, &other));
   const int fd = end.fd();
   auto engine = engine_over(0, std::make_unique<tcp::TcpLink>(std::move(end), "rank 1"));
-  engine->pace_evenly(true);
+  engine->pace_by_share({0, size_t{64} << 20});
   EXPECT_TRUE(unpaced(pacing_of(fd))) << pacing_of(fd);
 }
 

@@ -42,11 +42,11 @@ void TcpLink::probe_when_idle() {
 void TcpLink::pace(uint64_t bytes_per_second) {
   if (!socket_.valid() || state_ != State::kReady) return;
   // The kernel's TCP pacing (SO_MAX_PACING_RATE, bytes a second; ~0 lifts
-  // it). A 64-bit value where the kernel takes one, else capped to 32.
-  uint64_t rate = bytes_per_second ? bytes_per_second : ~uint64_t{0};
-  if (setsockopt(socket_.fd(), SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) == 0) return;
-  uint32_t narrow = rate > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(rate);
-  (void)setsockopt(socket_.fd(), SOL_SOCKET, SO_MAX_PACING_RATE, &narrow, sizeof narrow);
+  // the cap). Linux reads all 64 bits from 4.20 (before, the low 32: a cap
+  // above 4 GB/s a stream would wrap). Best effort: unpaced, the stream
+  // only runs as it did.
+  const uint64_t rate = bytes_per_second ? bytes_per_second : ~uint64_t{0};
+  (void)setsockopt(socket_.fd(), SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate);
 }
 
 std::string TcpLink::unreachable_since() const {
