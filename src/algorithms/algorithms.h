@@ -6,6 +6,7 @@
 // are caught by the transport (a message of the wrong length is a desync).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,6 +69,27 @@ Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std:
 
 // barrier returns once every rank has entered it.
 Status barrier(AlgoContext& c);
+
+// A ring step moves its block in segments: small enough that reducing one
+// overlaps the arrival of the next, large enough that per-message costs
+// stay small. A segment's tag is its step's in the high bits and its index
+// in the low 12, so a step has at most kMaxRingSegments.
+constexpr size_t kRingSegmentBytes = 256 << 10;
+constexpr uint32_t kMaxRingSegments = 1u << 12;
+
+// ring_segment_bytes: whole elements a segment, and never more segments
+// than the tags allow for a block of up to `max_block_bytes`.
+inline size_t ring_segment_bytes(size_t max_block_bytes, size_t element_bytes) {
+  const size_t es = element_bytes;
+  const size_t usual = std::max(es, kRingSegmentBytes / es * es);
+  const size_t for_the_tags = (max_block_bytes + kMaxRingSegments - 1) / kMaxRingSegments / es * es + es;
+  return std::max(usual, for_the_tags);
+}
+
+// ring_segment_tag is segment k's tag in step `step` of a segmented ring.
+inline uint64_t ring_segment_tag(const AlgoContext& c, uint32_t step, uint32_t k) {
+  return c.tag(((step & 0xFFFu) << 12) | k);
+}
 
 // block_range splits n elements into p nearly equal blocks: block b is
 // [first, first + count).

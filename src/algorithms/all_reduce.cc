@@ -134,11 +134,6 @@ Status halving_doubling(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op) {
   return Status::ok_status();
 }
 
-// Segments of a ring step: small enough that reducing one overlaps the
-// arrival of the next, large enough that per-message costs stay small.
-constexpr size_t kSegmentBytes = 256 * 1024;
-constexpr uint32_t kMaxSegments = 1u << 12;  // the low 12 bits of a step's tag
-
 // SegmentReduce streams one ring step's incoming block through a few
 // segment-sized slots: each arriving segment is reduced into the
 // accumulator, and its slot is posted again for the segment `slots` ahead.
@@ -182,15 +177,13 @@ Status ring(AlgoContext& c, const Buffer& buf, ReduceOp::Kind op, uint32_t first
   const size_t es = dtype_size(buf.dtype);
   auto* base = static_cast<uint8_t*>(buf.data);
   size_t max_block = (buf.count + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);
-  // Whole elements per segment, and never more segments than tags allow.
-  size_t seg = std::max(es, kSegmentBytes / es * es);
-  seg = std::max(seg, (max_block * es + kMaxSegments - 1) / kMaxSegments / es * es + es);
+  const size_t seg = ring_segment_bytes(max_block * es, es);
   uint8_t* slots = c.scratch_bytes(kSlots * seg);
   std::vector<SendRequest> sends;
   std::vector<RecvRequest> recvs;
   uint32_t step = first_step;
   auto segments = [&](size_t bytes) { return bytes == 0 ? size_t{1} : (bytes + seg - 1) / seg; };
-  auto tag = [&](uint32_t k) { return c.tag(((step & 0xFFFu) << 12) | k); };
+  auto tag = [&](uint32_t k) { return ring_segment_tag(c, step, k); };
   auto post_sends = [&](size_t offset, size_t bytes) {
     sends.clear();
     for (size_t k = 0; k < segments(bytes); ++k) {

@@ -27,15 +27,13 @@ Status all_gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>
 
 namespace {
 
-// One step of the ring reduce-scatter moves its block in segments of
-// kStepSegmentBytes, every one posted at once, and adds this rank's input
-// to each segment as it arrives, while the later ones are still on the
-// wire. Unsegmented, the whole block's reduction ran after its last byte
-// arrived (2 ranks across hosts on 2 Gbit/s links, 64 MiB: 0.84-0.88 of the
-// link's speed).
-constexpr size_t kStepSegmentBytes = 256 << 10;
-constexpr size_t kMaxStepSegments = 1u << 12;  // the low 12 bits of a step's tag
-
+// One step of the ring reduce-scatter moves its block in ring segments
+// (algorithms.h), every one posted at once, and adds this rank's input to
+// each segment as it arrives, while the later ones are still on the wire.
+// Unsegmented, the whole block's reduction ran after its last byte arrived
+// (2 ranks across hosts on 2 Gbit/s links, 64 MiB: 0.84-0.88 of the link's
+// speed).
+//
 // AddOnArrival: the received segment at received + off is combined with
 // own + off, into the received one or (into_own) into own.
 struct AddOnArrival {
@@ -60,12 +58,13 @@ bool add_on_arrival(void* context, RecvRequest& r) {
   return false;  // one segment, one receive
 }
 
-// A large all_to_all across hosts paces its TCP streams to their shares of
-// the host's link (by the bytes each carries) (when its rate is known, COHORT_LINK_GBITS): unpaced,
-// each stream crosses two shaped links, TCP shares neither evenly, and
-// links run idle before the last stream ends (4 hosts on 2 Gbit/s links,
-// plain TCP: 0.82-0.86 of the link's speed unpaced, 0.91-0.95 paced, from
-// 16 MiB). Below a few MiB pacing only slows the start.
+// A large all_to_all across hosts paces each TCP stream to its share of
+// the host's link, by the bytes it carries, when the link's rate is known
+// (COHORT_LINK_GBITS): unpaced, each stream crosses two shaped links, TCP
+// shares neither evenly, and links run idle before the last stream ends
+// (4 hosts on 2 Gbit/s links, plain TCP: 0.82-0.86 of the link's speed
+// unpaced, 0.91-0.95 paced, from 16 MiB). Below a few MiB pacing only
+// slows the start.
 constexpr size_t kPaceFromBytes = 4 << 20;
 
 class PacedByShare {
@@ -105,9 +104,7 @@ Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Bu
   size_t max_bytes = 0;
   for (const Buffer& b : inputs) max_bytes = std::max(max_bytes, b.bytes());
   const size_t es = dtype_size(output.dtype);
-  // Whole elements per segment, and never more segments than tags allow.
-  size_t seg = std::max(es, kStepSegmentBytes / es * es);
-  seg = std::max(seg, (max_bytes + kMaxStepSegments - 1) / kMaxStepSegments / es * es + es);
+  const size_t seg = ring_segment_bytes(max_bytes, es);
   auto segments = [&](size_t bytes) { return bytes == 0 ? size_t{1} : (bytes + seg - 1) / seg; };
   uint8_t* space = c.scratch_bytes(2 * max_bytes);
   uint8_t* receiving = space;
@@ -121,7 +118,7 @@ Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Bu
     const bool last = s == p - 2;
     const bool in_place = output.data == mine.data;
     uint8_t* into = last && !in_place ? static_cast<uint8_t*>(output.data) : receiving;
-    const uint64_t first_tag = c.tag((static_cast<uint32_t>(s) & 0xFFFu) << 12);
+    const uint64_t first_tag = ring_segment_tag(c, static_cast<uint32_t>(s), 0);
     AddOnArrival add{mine.dtype,       op,        into, static_cast<uint8_t*>(mine.data),
                      last && in_place, first_tag, seg};
     sends.clear();
