@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "c10d_backend.h"
+#include "common/cpu_binding.h"
 #include "tcp_store.h"
 
 namespace py = pybind11;
@@ -46,6 +47,14 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("store"), py::arg("backend"),
       "The ProcessGroup torch keeps for a cohort group: it names itself 'cohort' to torch's C++ side.");
+
+  m.def(
+      "_bind_from_environment",
+      [] {
+        const cohort::BindOutcome outcome = cohort::bind_from_environment();
+        return py::make_tuple(outcome.bound, outcome.cpus, outcome.reason);
+      },
+      "Binds this process as COHORT_BIND says, once (common/cpu_binding.h): (bound, cpus, why not).");
 
   py::class_<cohort_torch::TorchTcpStore, c10d::Store, c10::intrusive_ptr<cohort_torch::TorchTcpStore>>(
       m, "TCPStore",

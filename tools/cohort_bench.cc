@@ -37,6 +37,7 @@
 
 #include "cohort/distributed.h"
 #include "cohort/errors.h"
+#include "common/cpu_binding.h"
 #include "common/elements.h"
 #include "common/size_text.h"
 #include "common/socket.h"
@@ -55,6 +56,7 @@ struct Args {
   ReduceOp op = ReduceOp::SUM;
   int root = 0;
   int spawn = 0;
+  BindMode bind = BindMode::kAuto;
   std::string backend = "cohort";
 };
 
@@ -64,7 +66,7 @@ struct Args {
       "cohort-bench: %s\nusage: cohort-bench "
       "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier|ping_pong "
       "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
-      "[--spawn N] [--backend cohort|mpi] [--symmetric]\n",
+      "[--spawn N [--bind auto|cores|numa|none]] [--backend cohort|mpi] [--symmetric]\n",
       why.c_str());
   std::exit(2);
 }
@@ -106,6 +108,8 @@ ReduceOp parse_op(const std::string& s) {
       "  -r ROOT       root of broadcast and reduce\n"
       "  --json        one JSON object per row instead of the table\n"
       "  --spawn N     start N ranks as processes of this host\n"
+      "  --bind MODE   how --spawn binds its ranks, as cohortrun's --bind: auto (default: a core\n"
+      "                or more each when there is one per rank), cores, numa, none\n"
       "  --backend B   cohort (default) or mpi\n"
       "  --symmetric   buffers in symmetric memory\n"
       "  -h, --help    this text\n");
@@ -147,7 +151,11 @@ Args parse(int argc, char** argv) {
       a.json = true;
     else if (f == "--spawn")
       a.spawn = std::atoi(next());
-    else if (f == "--backend")
+    else if (f == "--bind") {
+      auto mode = parse_bind_mode(next(), "--bind");
+      if (!mode.ok()) usage(mode.status().message());
+      a.bind = mode.value();
+    } else if (f == "--backend")
       a.backend = next();
     else if (f == "--symmetric")
       a.symmetric = true;
@@ -158,8 +166,30 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// spawn runs this program n times as ranks 0..n-1 of a local job.
-int spawn(int n, char** argv) {
+// spawn runs this program n times as ranks 0..n-1 of a local job, each
+// bound to its share of this process's CPUs as cohortrun binds its workers.
+int spawn(int n, BindMode bind, char** argv) {
+  const CpuTopology topology = CpuTopology::of_this_process();
+  std::vector<std::vector<int>> cpus(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto share = share_of_cpus(bind, topology, r, n, "cohort-bench's affinity");
+    if (!share.ok()) {
+      std::fprintf(stderr, "cohort-bench: --bind %s: %s\n", bind_mode_name(bind), share.status().message().c_str());
+      return 2;
+    }
+    cpus[static_cast<size_t>(r)] = share.value().cpus;
+    if (share.value().cpus.empty()) {
+      std::printf("# ranks unbound: %s\n", share.value().why_unbound.c_str());
+      cpus.assign(static_cast<size_t>(n), {});
+      break;
+    }
+  }
+  if (!cpus.front().empty()) {
+    std::printf("# ranks bound to CPUs:");
+    for (const auto& c : cpus) std::printf(" %s", cpu_list_text(c).c_str());
+    std::printf("\n");
+  }
+  std::fflush(stdout);
   auto listener = listen_tcp("127.0.0.1", 0);
   std::string port = std::to_string(local_port(listener.value().fd()));
   listener.value().reset();
@@ -171,6 +201,12 @@ int spawn(int n, char** argv) {
       setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", port.c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      // Bound here, or left unbound on purpose: the rank must not bind itself.
+      setenv("COHORT_BIND", "none", 1);
+      if (!cpus[static_cast<size_t>(r)].empty() && !bind_this_thread(cpus[static_cast<size_t>(r)]))
+        std::fprintf(stderr, "cohort-bench: could not bind rank %d to its CPUs; it runs unbound\n", r);
       std::vector<char*> args;
       for (char** a = argv; *a; ++a) {
         if (std::strcmp(*a, "--spawn") == 0) {
@@ -430,7 +466,7 @@ void print_footer(const Args& a, double busbw_sum, int sizes) {
 
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
-  if (a.spawn > 0) return spawn(a.spawn, argv);
+  if (a.spawn > 0) return spawn(a.spawn, a.bind, argv);
   const std::string& c = a.collective;
   const Which which = which_collective(c);
   // A barrier moves no data: one row, of size 0.

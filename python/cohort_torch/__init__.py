@@ -20,7 +20,7 @@ import sys as _sys
 import torch as _torch
 import torch.distributed as _dist
 
-from ._C import ProcessGroupCohort, TCPStore, _cohort_process_group
+from ._C import ProcessGroupCohort, TCPStore, _bind_from_environment, _cohort_process_group
 
 __all__ = ["ProcessGroupCohort", "TCPStore", "empty_symmetric", "monitored_barrier"]
 
@@ -87,8 +87,19 @@ def _only_backend(backend_map, name):
     return backend_map is not None and set(backend_map.values()) == {name}
 
 
+def _bind_rank():
+    """Binds this rank to its share of the host's cores as COHORT_BIND says
+    (once a process; torchrun binds nothing), and keeps torch's intra-op
+    threads within that share: more threads than its cores would only
+    take turns on them."""
+    bound, cpus, _ = _bind_from_environment()
+    if bound and _torch.get_num_threads() > len(cpus):
+        _torch.set_num_threads(len(cpus))
+
+
 def _create_backend(dist_backend_opts, backend_options=None):
     opts = dist_backend_opts
+    _bind_rank()
     backend = ProcessGroupCohort(opts.store, opts.group_rank, opts.group_size, opts.timeout, str(opts.group_id))
     # torch keeps a ProcessGroup that the creator returns as it is; cohort's
     # names itself "cohort" where torch's would say "custom" (DDP's logging

@@ -301,12 +301,26 @@ inline constexpr KnobSpec kShmSingleCopyBytes{
     0,
     1099511627776};
 
+inline constexpr KnobSpec kBind{
+    "COHORT_BIND",
+    KnobType::kChoice,
+    "auto",
+    "How a rank binds itself to CPUs when it joins, from LOCAL_RANK and LOCAL_WORLD_SIZE (torchrun's "
+    "and any launcher's that sets them): cores gives each local rank contiguous whole cores of the "
+    "process's affinity, numa whole NUMA nodes, none nothing. auto (the default) binds to cores only a "
+    "rank whose affinity is still every CPU of the host (or cgroup) and whose host has a core for "
+    "each local rank, so a program or launcher that set its own affinity is left as it was. Unbound, "
+    "ranks that wake each other may share one CPU for a whole job (3-4x slower, "
+    "docs/performance.md). cohortrun and cohort-bench --spawn bind their workers themselves "
+    "(--bind) and pass none.",
+    "auto|cores|numa|none"};
+
 inline constexpr KnobSpec kShmSpinUs{
     "COHORT_SHM_SPIN_US",
     KnobType::kInt,
     "200",
     "Microseconds a rank waiting on shared memory spins (then yields) before it sleeps on a futex; "
-    "with more local ranks than cores it yields from the start.",
+    "with more local ranks than the CPUs they may run on it yields from the start.",
     nullptr,
     false,
     nullptr,
@@ -407,6 +421,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kShmRingBytes,
     &kShmSlotBytes,
     &kShmSpinUs,
+    &kBind,
     &kShmSingleCopyBytes,
     &kLinkGbits,
     &kLauncherStopTimeoutS,

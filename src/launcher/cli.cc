@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cohort/errors.h"
+#include "common/logging.h"
 #include "common/split.h"
 #include "launcher/exit_codes.h"
 
@@ -143,6 +144,7 @@ struct FlagValues {
   std::string start_method = "spawn", event_log_handler = "null", signals;
   double shutdown_timeout = -1;
   bool use_env = false;
+  std::string bind = "auto";
   // torchrun's flags that cohortrun cannot honour: flag -> (the value
   // given, empty when none; why it is refused).
   std::map<std::string, std::pair<std::string, const char*>> unsupported;
@@ -195,6 +197,10 @@ void add_worker_flags(CLI::App& app, LaunchConfig& c, FlagValues& v) {
   app.add_flag(names("--as-gloo"), c.as_gloo,
                "Python workers get cohort groups where they ask torch for gloo (sets COHORT_AS_GLOO=1; "
                "docs/python.md)");
+  app.add_option("--bind", v.bind,
+                 "Bind each local rank to CPUs of its own: cores (contiguous whole cores), numa (whole "
+                 "NUMA nodes), none, or auto (the default: cores when every local rank can have one, "
+                 "else none); within cohortrun's own affinity (docs/launcher.md)");
   app.add_flag(names("--use-env"), v.use_env,
                "LOCAL_RANK in the environment only (cohortrun's way; under cohort-launch, as under "
                "torch.distributed.launch, the program otherwise gets --local-rank=N)");
@@ -251,6 +257,11 @@ void apply_flags(const CLI::App& app, const FlagValues& v, const std::string& in
   const std::string base = invoked.substr(invoked.find_last_of('/') + 1);
   c.pass_local_rank = base == "cohort-launch" && !v.use_env;
   run_in_python(c, v.module, v.run_path, v.no_python);
+  c.bind = parse_bind_mode(v.bind, "--bind").value_or_throw();
+  plan_worker_binding(c);
+  if (c.worker_cpus.empty() && c.nproc_per_node > 1) {
+    COHORT_LOG(kInfo) << "cohortrun: the workers run unbound: " << c.unbound_why;
+  }
 }
 
 }  // namespace

@@ -109,4 +109,21 @@ std::chrono::milliseconds conf_seconds(const LaunchConfig& config, const std::st
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
+void plan_worker_binding(LaunchConfig& config) {
+  const CpuTopology topology = CpuTopology::of_this_process();
+  config.worker_cpus.clear();
+  config.unbound_why.clear();
+  std::vector<std::vector<int>> shares;
+  for (int lr = 0; lr < config.nproc_per_node; ++lr) {
+    Result<CpuShare> share = share_of_cpus(config.bind, topology, lr, config.nproc_per_node, "cohortrun's affinity");
+    if (!share.ok()) throw InvalidArgument("--bind " + std::string(bind_mode_name(config.bind)) + ": " + share.status().message());
+    if (share.value().cpus.empty()) {
+      config.unbound_why = share.value().why_unbound;
+      return;
+    }
+    shares.push_back(share.value().cpus);
+  }
+  config.worker_cpus = std::move(shares);
+}
+
 }  // namespace cohort::launcher

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_binding.h"
+
 namespace cohort::launcher {
 
 // StdStreams is torch's Std: which of a worker's streams a flag applies to.
@@ -64,7 +66,19 @@ struct LaunchConfig {
   // --as-gloo: the workers' Python programs get cohort groups where they ask
   // torch for "gloo" (COHORT_AS_GLOO=1; python/cohort_torch/as_gloo.py).
   bool as_gloo = false;
+  // --bind: how each local rank is bound to CPUs (common/cpu_binding.h).
+  // worker_cpus[lr] is local rank lr's share, planned from cohortrun's own
+  // affinity when the flags are read; empty when the workers run unbound,
+  // and then unbound_why says why.
+  BindMode bind = BindMode::kAuto;
+  std::vector<std::vector<int>> worker_cpus;
+  std::string unbound_why;
 };
+
+// plan_worker_binding fills config.worker_cpus from config.bind and
+// config.nproc_per_node over this process's CPUs; throws InvalidArgument
+// naming why when --bind cores cannot give each local rank a core.
+void plan_worker_binding(LaunchConfig& config);
 
 // parse_nnodes reads "N" or "MIN:MAX"; throws InvalidArgument.
 void parse_nnodes(const std::string& text, int* min_nodes, int* max_nodes);

@@ -112,6 +112,9 @@ std::vector<std::string> worker_environment(const LaunchConfig& config, const Ro
         config.python_path + (old != vars.end() && !old->second.empty() ? ":" + old->second : ""));
   }
   if (config.as_gloo) set("COHORT_AS_GLOO", "1");
+  // The workers are bound here (--bind), or left unbound on purpose: a
+  // worker's cohort must not bind itself again (COHORT_BIND).
+  set("COHORT_BIND", "none");
   // As torchrun: one thread per worker unless the user chose otherwise.
   if (!vars.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", "1");
   std::vector<std::string> out;
@@ -145,8 +148,10 @@ WorkerGroup::WorkerGroup(const LaunchConfig& config, const std::string& path, co
       argv.insert(argv.begin() + static_cast<std::ptrdiff_t>(config.script_index + 1),
                   "--local-rank=" + std::to_string(lr));
     }
+    const std::vector<int> no_cpus;
+    const auto& cpus = config.worker_cpus.empty() ? no_cpus : config.worker_cpus[static_cast<size_t>(lr)];
     w->process = std::make_unique<WorkerProcess>(
-        path, argv, worker_environment(config, round, run_id, lr, w->error_file));
+        path, argv, worker_environment(config, round, run_id, lr, w->error_file), cpus);
     reaper_.watch(w->process->pid());  // the worker leads its own process group
     workers_.push_back(std::move(w));
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cohort/errors.h"
+#include "common/cpu_binding.h"
 
 namespace cohort::launcher {
 
@@ -54,7 +55,7 @@ std::string resolve_program(const std::string& name) {
 }
 
 WorkerProcess::WorkerProcess(const std::string& path, const std::vector<std::string>& argv,
-                             const std::vector<std::string>& env) {
+                             const std::vector<std::string>& env, const std::vector<int>& cpus) {
   // Everything the child needs is built before fork: after fork in a
   // threaded process only async-signal-safe calls are allowed.
   std::vector<std::string> args = argv, envs = env;
@@ -94,6 +95,13 @@ WorkerProcess::WorkerProcess(const std::string& path, const std::vector<std::str
     default_action.sa_handler = SIG_DFL;
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
       sigaction(s, &default_action, nullptr);
+    // Bound before exec, the program's first thread and every thread it
+    // starts run on its share from the start.
+    if (!cpus.empty() && !bind_this_thread(cpus)) {
+      const char bind_msg[] = "cohortrun: could not bind the worker to its CPUs; it runs unbound\n";
+      ssize_t ignored = ::write(STDERR_FILENO, bind_msg, sizeof bind_msg - 1);
+      (void)ignored;
+    }
     execve(path.c_str(), arg_ptrs.data(), env_ptrs.data());
     const char msg[] = "cohortrun: exec failed\n";
     ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);

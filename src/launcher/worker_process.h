@@ -33,12 +33,13 @@ std::string why_not_runnable(const std::string& name);
 
 class WorkerProcess {
  public:
-  // start forks and execs `path` with `argv` and `env` ("NAME=value").
+  // start forks and execs `path` with `argv` and `env` ("NAME=value"),
+  // bound to `cpus` when there are any (common/cpu_binding.h).
   // Must run on the thread that lives as long as the launcher, since the
   // kernel's parent-death signal follows the thread that forked. Throws
   // Error when fork or pipe fails.
   WorkerProcess(const std::string& path, const std::vector<std::string>& argv,
-                const std::vector<std::string>& env);
+                const std::vector<std::string>& env, const std::vector<int>& cpus = {});
   ~WorkerProcess();  // kills (SIGKILL) and reaps the group if still running
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;

@@ -11,6 +11,7 @@
 #include "cohort/errors.h"
 #include "cohort/prefix_store.h"
 #include "common/config_registry.h"
+#include "common/cpu_binding.h"
 #include "common/logging.h"
 #include "common/rank_list.h"
 #include "process_group/backend_factory.h"
@@ -167,6 +168,8 @@ void init_process_group(const InitOptions& options) {
   }
   const BackendSpec spec = parse_spec("init_process_group", options.backend);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : default_timeout();
+  // Before any thread of the group starts, so that all of them inherit it.
+  (void)bind_from_environment();
   std::shared_ptr<Store> store = options.store;
   int rank = options.rank, world_size = options.world_size;
   std::string master_host;

@@ -15,6 +15,11 @@
 //   print N                  print N lines on stdout and on stderr, then exit 0
 //   pg                       init env://, barrier, all_reduce, check the sum
 //   steps N                  init env://, print "running", N x (all_reduce; 100 ms)
+//   affinity                 print "affinity=<CPUs> bind=<COHORT_BIND>", the CPUs as 0,1,2
+//   pg_affinity              init env:// (which may bind, COHORT_BIND), all_reduce,
+//                            print "affinity=<CPUs> threads=<CPUs of every thread agree>"
+#include <sched.h>
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -40,6 +45,18 @@ namespace {
 int env_int(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : -1;
+}
+
+// cpus_of lists the CPUs task `tid` (0: this thread) may run on, as "0,1".
+std::string cpus_of(pid_t tid) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(tid, sizeof set, &set) != 0) return "?";
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out += (out.empty() ? "" : ",") + std::to_string(c);
+  }
+  return out;
 }
 
 [[noreturn]] void sleep_forever() {
@@ -135,6 +152,31 @@ int run(int argc, char** argv) {
       std::printf("out %d of rank %d\n", i, rank);
       std::fprintf(stderr, "err %d of rank %d\n", i, rank);
     }
+    return 0;
+  }
+  if (mode == "affinity") {
+    const char* bind = std::getenv("COHORT_BIND");
+    std::printf("affinity=%s bind=%s\n", cpus_of(0).c_str(), bind ? bind : "<unset>");
+    return 0;
+  }
+  if (mode == "pg_affinity") {
+    // A thread started before init: binding must reach it too.
+    std::thread early([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+    cohort::init_process_group();
+    int64_t x = 1;
+    cohort::all_reduce(cohort::Buffer::of(&x, 1))->wait();
+    const std::string mine = cpus_of(0);
+    bool agree = true;
+    if (DIR* dir = opendir("/proc/self/task")) {
+      while (dirent* e = readdir(dir)) {
+        const int tid = std::atoi(e->d_name);
+        if (tid > 0 && cpus_of(tid) != mine && cpus_of(tid) != "?") agree = false;
+      }
+      closedir(dir);
+    }
+    early.join();
+    std::printf("affinity=%s threads=%s sum=%lld\n", mine.c_str(), agree ? "agree" : "differ", (long long)x);
+    cohort::destroy_process_group();
     return 0;
   }
   if (mode == "pg" || mode == "steps") {

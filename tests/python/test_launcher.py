@@ -69,3 +69,37 @@ def test_the_python_examples_train_under_cohortrun(example):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def torchrun_bound_ranks(env):
+    """Runs programs/bound_rank.py under torchrun (2 ranks); returns
+    {rank: (set of CPUs, torch's threads before init, and after)}."""
+    full = dict(os.environ, OMP_NUM_THREADS="4", **env)
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        os.path.join(PROGRAMS, "bound_rank.py")], env=full, capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    found = re.findall(r"rank (\d): cpus ([\d,]+) threads (\d+)->(\d+) sum 2.0", r.stdout)
+    assert len(found) == 2, r.stdout + r.stderr
+    return {int(rank): ({int(c) for c in cpus.split(",")}, int(before), int(after))
+            for rank, cpus, before, after in found}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_ranks_torchrun_started_bind_themselves_to_disjoint_cpus_and_torch_threads_fit():
+    ranks = torchrun_bound_ranks({"COHORT_BIND": "cores"})
+    mine = set(os.sched_getaffinity(0))
+    cpus0, cpus1 = ranks[0][0], ranks[1][0]
+    assert cpus0 and cpus1 and not cpus0 & cpus1 and cpus0 | cpus1 <= mine, ranks
+    # OMP_NUM_THREADS=4 (torch caps it at the host's cores): on a host of
+    # few cores torch started more threads than a share has CPUs, and each
+    # rank keeps no more than its CPUs.
+    for cpus, before, after in ranks.values():
+        assert after == min(before, len(cpus)), ranks
+
+
+def test_cohort_bind_none_leaves_torchruns_ranks_where_they_were():
+    ranks = torchrun_bound_ranks({"COHORT_BIND": "none"})
+    mine = set(os.sched_getaffinity(0))
+    for cpus, before, after in ranks.values():
+        assert cpus == mine and after == before, ranks

@@ -17,10 +17,12 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "cohort/errors.h"
 #include "common/config_registry.h"
+#include "common/cpu_binding.h"
 #include "common/logging.h"
 #include "common/spin.h"
 
@@ -67,6 +69,7 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
   a->posts_at_ = a->slots_at_ + l * 2 * a->slot_bytes_;
   const size_t total = a->posts_at_ + l * kPosts * sizeof(PostCell);
   a->spin_us_ = std::max<int64_t>(0, config_int(knobs::kShmSpinUs));
+  // Until the ranks have said which CPUs they may use (share_host_facts).
   a->oversubscribed_ = l > std::max(1u, std::thread::hardware_concurrency());
 
   const int leader = local_ranks.front();
@@ -103,7 +106,7 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
   if (!shared.ok()) return shared.status();
   a->segment_ = std::move(shared.value());  // the same mapping: base_ stays
   try {
-    a->probe_single_copy(store, key_of("single-copy", leader), deadline.as_timeout());
+    a->share_host_facts(store, key_of("single-copy", leader), deadline.as_timeout());
   } catch (const TimeoutError& e) {
     return timeout_error(std::string("setting up shared memory: ") + e.what());
   } catch (const Error& e) {
@@ -112,9 +115,13 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
   return a;
 }
 
-void Arena::probe_single_copy(Store& store, const std::string& key, std::chrono::milliseconds timeout) {
+void Arena::share_host_facts(Store& store, const std::string& key, std::chrono::milliseconds timeout) {
   // Every rank tries to read a word from every other one; single copy is
-  // used only if all of them could (seccomp or Yama may forbid it).
+  // used only if all of them could (seccomp or Yama may forbid it). The
+  // same message carries the CPUs the rank may run on: the host is
+  // oversubscribed when its ranks together may use fewer CPUs than there
+  // are ranks (taskset -c 0 for two of them is, two ranks bound to a core
+  // each are not), and then waits must yield the CPU from the start.
   const int64_t from = config_int(knobs::kShmSingleCopyBytes);
   single_copy_from_ = from > 0 ? static_cast<size_t>(from) : SIZE_MAX;
   bool can = from > 0;
@@ -129,12 +136,20 @@ void Arena::probe_single_copy(Store& store, const std::string& key, std::chrono:
       can = false;
     }
   }
-  store.set(key + "/" + std::to_string(local_ranks_[static_cast<size_t>(me_)]), to_bytes(can ? "1" : "0"));
+  store.set(key + "/" + std::to_string(local_ranks_[static_cast<size_t>(me_)]),
+            to_bytes(std::string(can ? "1" : "0") + " " + cpu_list_text(affinity_of_this_thread())));
   std::vector<std::string> keys;
   for (int q : local_ranks_) keys.push_back(key + "/" + std::to_string(q));
   store.wait(keys, timeout);
   single_copy_ = true;
-  for (const Bytes& b : store.multi_get(keys)) single_copy_ = single_copy_ && to_string(b) == "1";
+  std::set<int> usable;
+  for (const Bytes& b : store.multi_get(keys)) {
+    const std::string said = to_string(b);
+    single_copy_ = single_copy_ && said.compare(0, 1, "1") == 0;
+    auto cpus = parse_cpu_list(said.size() > 2 ? said.substr(2) : "");
+    if (cpus.ok()) usable.insert(cpus.value().begin(), cpus.value().end());
+  }
+  if (!usable.empty()) oversubscribed_ = local_ranks_.size() > usable.size();
 }
 
 Ring Arena::ring(int from, int to) const {

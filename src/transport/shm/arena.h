@@ -43,7 +43,11 @@ class Arena : public HostSlots {
 
  private:
   Arena() = default;
-  void probe_single_copy(Store& store, const std::string& key, std::chrono::milliseconds timeout);
+  // share_host_facts tells the host's ranks, through the store, whether
+  // this one can read the others' memory (single copy) and which CPUs it
+  // may run on, and sets single_copy_ and oversubscribed_ from all their
+  // answers.
+  void share_host_facts(Store& store, const std::string& key, std::chrono::milliseconds timeout);
 
   ShmSegment segment_;
   size_t ring_bytes_ = 0;

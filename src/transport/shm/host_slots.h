@@ -84,7 +84,8 @@ class HostSlots {
   // read each other's buffers directly instead of copying through slots.
   // single_copy_from is the size from which to do so (SIZE_MAX: never).
   size_t single_copy_from() const { return single_copy_ ? single_copy_from_ : SIZE_MAX; }
-  // oversubscribed is true when this host's ranks outnumber its cores.
+  // oversubscribed is true when this host's ranks outnumber the CPUs they
+  // may run on, all their affinities together.
   bool oversubscribed() const { return oversubscribed_; }
   // leave records that this rank gives up direct operation `sequence` with
   // an error; left tells whether local rank `local` gave it up. A rank
@@ -160,7 +161,7 @@ class HostSlots {
   size_t controls_at_ = 0, slots_at_ = 0, posts_at_ = 0;
   bool single_copy_ = false;
   size_t single_copy_from_ = SIZE_MAX;
-  bool oversubscribed_ = false;  // more local ranks than cores: yield, do not spin
+  bool oversubscribed_ = false;  // more local ranks than their CPUs: yield, do not spin
   int64_t spin_us_ = 0;
 
  private:
