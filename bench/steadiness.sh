@@ -46,7 +46,7 @@ for ((job = 0; job < JOBS; job++)); do
     [ "$p" -gt "$cores" ] && oversubscribe=(--oversubscribe)
     for c in $COLLECTIVES; do
       args=("$c" "${SIZES[@]}" "${ITERS[@]}" -c 0)
-      build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind auto >"$raw/bound.$c.$p.$job"
+      build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind auto >"$raw/bound.$c.$p.$job" 2>&1
       build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind none >"$raw/unbound.$c.$p.$job"
       build/tools/cohortrun --standalone --nproc-per-node "$p" build/tools/cohort-bench "${args[@]}" \
         >"$raw/cohortrun.$c.$p.$job" 2>/dev/null

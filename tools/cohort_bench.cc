@@ -179,17 +179,17 @@ int spawn(int n, BindMode bind, char** argv) {
     }
     cpus[static_cast<size_t>(r)] = share.value().cpus;
     if (share.value().cpus.empty()) {
-      std::printf("# ranks unbound: %s\n", share.value().why_unbound.c_str());
+      std::fprintf(stderr, "# ranks unbound: %s\n", share.value().why_unbound.c_str());
       cpus.assign(static_cast<size_t>(n), {});
       break;
     }
   }
+  // On stderr: stdout is the table (or JSON) alone.
   if (!cpus.front().empty()) {
-    std::printf("# ranks bound to CPUs:");
-    for (const auto& c : cpus) std::printf(" %s", cpu_list_text(c).c_str());
-    std::printf("\n");
+    std::string text = "# ranks bound to CPUs:";
+    for (const auto& c : cpus) text += " " + cpu_list_text(c);
+    std::fprintf(stderr, "%s\n", text.c_str());
   }
-  std::fflush(stdout);
   auto listener = listen_tcp("127.0.0.1", 0);
   std::string port = std::to_string(local_port(listener.value().fd()));
   listener.value().reset();
