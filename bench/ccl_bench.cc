@@ -2,16 +2,18 @@
 // bench/compare_peers.sh can put them beside cohort, Open MPI and Intel MPI.
 //
 //   mpiexec.hydra -n P ccl_bench all_reduce|all_gather|reduce_scatter|broadcast|all_to_all
-//                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
+//                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-R ROUNDS]
 //
 // Same conventions as bench/mpi_bench.c: float32 SUM, root 0, size is the
-// total bytes (nccl-tests'), time the slowest rank's mean per iteration.
+// total bytes (nccl-tests'), time the slowest rank's mean per iteration
+// (with -R, the median of that many rounds' means).
 // MPI (Intel MPI's, under which oneCCL's own transport runs with
 // CCL_ATL_TRANSPORT=mpi) starts the ranks and hands rank 0's key-value
 // store address to the others. Not built by CMake: bench/compare_peers.sh
 // builds it against the oneCCL it installs in a folder of its own.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,13 +63,14 @@ int main(int argc, char** argv) {
   const std::string c = argv[1];
   long long min_bytes = 4, max_bytes = 64 << 20;
   double factor = 4;
-  int iters = 20, warmup = 5;
+  int iters = 20, warmup = 5, rounds = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "-b")) min_bytes = parse_size(argv[i + 1]);
     else if (!std::strcmp(argv[i], "-e")) max_bytes = parse_size(argv[i + 1]);
     else if (!std::strcmp(argv[i], "-f")) factor = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "-n")) iters = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "-w")) warmup = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-R")) rounds = std::max(1, std::atoi(argv[i + 1]));
   }
   Which which;
   double bus = 1;
@@ -125,38 +128,44 @@ int main(int argc, char** argv) {
       per_rank = static_cast<size_t>(count / n > 0 ? count / n : 1);
       count = static_cast<long long>(per_rank) * n;
     }
-    double t0 = 0;
-    for (int i = -warmup; i < iters; ++i) {
-      if (i == 0) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        t0 = MPI_Wtime();
-      }
-      switch (which) {
-        case Which::kAllReduce:
-          ccl::allreduce(in, out, static_cast<size_t>(count), ccl::reduction::sum, comm).wait();
-          break;
-        case Which::kAllGather:
-          ccl::allgather(in, out, per_rank, comm).wait();
-          break;
-        case Which::kReduceScatter:
-          ccl::reduce_scatter(in, out, per_rank, ccl::reduction::sum, comm).wait();
-          break;
-        case Which::kBroadcast:
-          ccl::broadcast(in, static_cast<size_t>(count), 0, comm).wait();
-          break;
-        case Which::kAllToAll:
-          ccl::alltoall(in, out, per_rank, comm).wait();
-          break;
-      }
-      if (i == iters - 1) {
-        double us = (MPI_Wtime() - t0) * 1e6 / iters, slowest = 0;
-        MPI_Reduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-        if (rank == 0) {
-          const double algbw = slowest > 0 ? static_cast<double>(count * 4) / slowest / 1e3 : 0;
-          std::printf("%12lld %12lld %8s %6s %5d %10.3f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM",
-                      0, slowest, algbw, algbw * bus, 0);
+    // Warm-up, then `rounds` timed rounds of `iters` calls; the time is the
+    // median round's mean (as cohort-bench -R).
+    std::vector<double> times;
+    for (int r = -1; r < rounds; ++r) {
+      const int calls = r < 0 ? warmup : iters;
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < calls; ++i) {
+        switch (which) {
+          case Which::kAllReduce:
+            ccl::allreduce(in, out, static_cast<size_t>(count), ccl::reduction::sum, comm).wait();
+            break;
+          case Which::kAllGather:
+            ccl::allgather(in, out, per_rank, comm).wait();
+            break;
+          case Which::kReduceScatter:
+            ccl::reduce_scatter(in, out, per_rank, ccl::reduction::sum, comm).wait();
+            break;
+          case Which::kBroadcast:
+            ccl::broadcast(in, static_cast<size_t>(count), 0, comm).wait();
+            break;
+          case Which::kAllToAll:
+            ccl::alltoall(in, out, per_rank, comm).wait();
+            break;
         }
       }
+      if (r < 0) continue;
+      double us = (MPI_Wtime() - t0) * 1e6 / iters, slowest = 0;
+      MPI_Reduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      times.push_back(slowest);
+    }
+    if (rank == 0) {
+      std::sort(times.begin(), times.end());
+      const size_t mid = times.size() / 2;
+      const double slowest = times.size() % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
+      const double algbw = slowest > 0 ? static_cast<double>(count * 4) / slowest / 1e3 : 0;
+      std::printf("%12lld %12lld %8s %6s %5d %10.3f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM", 0,
+                  slowest, algbw, algbw * bus, 0);
     }
     if (bytes == max_bytes) break;
     const long long next = static_cast<long long>(bytes * factor);

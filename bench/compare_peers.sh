@@ -65,8 +65,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 intel_env=(I_MPI_FABRICS=shm I_MPI_HYDRA_BOOTSTRAP=fork I_MPI_HYDRA_IFACE=lo
   CCL_ATL_TRANSPORT=mpi CCL_WORKER_OFFLOAD=0 CCL_KVS_IFACE=lo CCL_LOG_LEVEL=error)
 cores="$(nproc)"
-SMALL=(-b 4 -e 256K -f 4 -n 2000 -w 50)
-LARGE=(-b 1M -e 16M -f 4 -n 20 -w 3)
+# Each call's time is the median of -R rounds (bench/mpi_bench.c, -R).
+SMALL=(-b 4 -e 256K -f 4 -n 200 -R 9 -w 50)
+LARGE=(-b 1M -e 16M -f 4 -n 10 -R 5 -w 3)
 run_all() {  # rep
   local rep="$1" p c sweep over
   for p in $RANKS; do

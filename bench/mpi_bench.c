@@ -2,10 +2,11 @@
  * bench/compare_shm.sh can put them side by side.
  *
  *   mpirun -np P mpi_bench all_reduce|all_gather|reduce_scatter|broadcast|barrier|ping_pong
- *          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
+ *          [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-R ROUNDS]
  *
  * float32 SUM, root 0; size is the total bytes (nccl-tests' convention);
- * time is the slowest rank's mean per iteration. ping_pong: rank 0 sends
+ * time is the slowest rank's mean per iteration (with -R, the median of
+ * that many rounds' means). ping_pong: rank 0 sends
  * to rank 1 (MPI_Send/MPI_Recv), which sends it back; time is half the
  * round trip (osu_latency's convention), the other ranks idle.
  *
@@ -48,13 +49,14 @@ int main(int argc, char** argv) {
   const char* c = argv[1];
   long long min_bytes = 4, max_bytes = 64 << 20;
   double factor = 4;
-  int iters = 20, warmup = 5;
+  int iters = 20, warmup = 5, rounds = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "-b")) min_bytes = parse_size(argv[i + 1]);
     else if (!strcmp(argv[i], "-e")) max_bytes = parse_size(argv[i + 1]);
     else if (!strcmp(argv[i], "-f")) factor = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-R")) rounds = atoi(argv[i + 1]);
   }
   /* Picked once, not by strcmp in every timed call (as cohort-bench). */
   enum { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kBarrier, kPingPong } which;
@@ -116,54 +118,68 @@ int main(int argc, char** argv) {
       per_rank = (int)(count / n > 0 ? count / n : 1);
       count = (long long)per_rank * n;
     }
-    for (int i = -warmup; i < iters; ++i) {
-      if (i == 0) MPI_Barrier(MPI_COMM_WORLD);
-      static double t0;
-      if (i == 0) t0 = MPI_Wtime();
-      switch (which) {
-        case kAllReduce:
-          MPI_Allreduce(MPI_IN_PLACE, in, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-          break;
-        case kAllGather:
-          MPI_Allgather(in, per_rank, MPI_FLOAT, out, per_rank, MPI_FLOAT, MPI_COMM_WORLD);
-          break;
-        case kReduceScatter:
-          MPI_Reduce_scatter_block(in, out, per_rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-          break;
-        case kBroadcast:
-          MPI_Bcast(in, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-          break;
-        case kReduce:
-          /* In place at the root, as cohort's reduce (the others' buffers
-           * are only read). */
-          MPI_Reduce(rank == 0 ? MPI_IN_PLACE : in, rank == 0 ? in : NULL, (int)count, MPI_FLOAT, MPI_SUM, 0,
-                     MPI_COMM_WORLD);
-          break;
-        case kAllToAll:
-          MPI_Alltoall(in, per_rank, MPI_FLOAT, out, per_rank, MPI_FLOAT, MPI_COMM_WORLD);
-          break;
-        case kBarrier:
-          MPI_Barrier(MPI_COMM_WORLD);
-          break;
-        case kPingPong:
-          if (rank == 0) {
-            MPI_Send(in, (int)count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
-            MPI_Recv(out, (int)count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-          } else if (rank == 1) {
-            MPI_Recv(out, (int)count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(out, (int)count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
-          }
-          break;
-      }
-      if (i == iters - 1) {
-        double us = (MPI_Wtime() - t0) * 1e6 / iters / (which == kPingPong ? 2 : 1), slowest;
-        MPI_Reduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-        if (rank == 0) {
-          double algbw = slowest > 0 ? (double)(count * 4) / slowest / 1e3 : 0;
-          printf("%12lld %12lld %8s %6s %5d %10.3f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM", 0,
-                 slowest, algbw, algbw * bus, 0);
+    /* Warm-up, then `rounds` timed rounds of `iters` calls; the time is the
+     * median round's mean (as cohort-bench -R). */
+    double times[64];
+    if (rounds > 64) rounds = 64;
+    if (rounds < 1) rounds = 1;
+    for (int r = -1; r < rounds; ++r) {
+      const int calls = r < 0 ? warmup : iters;
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < calls; ++i) {
+        switch (which) {
+          case kAllReduce:
+            MPI_Allreduce(MPI_IN_PLACE, in, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            break;
+          case kAllGather:
+            MPI_Allgather(in, per_rank, MPI_FLOAT, out, per_rank, MPI_FLOAT, MPI_COMM_WORLD);
+            break;
+          case kReduceScatter:
+            MPI_Reduce_scatter_block(in, out, per_rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            break;
+          case kBroadcast:
+            MPI_Bcast(in, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+            break;
+          case kReduce:
+            /* In place at the root, as cohort's reduce (the others' buffers
+             * are only read). */
+            MPI_Reduce(rank == 0 ? MPI_IN_PLACE : in, rank == 0 ? in : NULL, (int)count, MPI_FLOAT, MPI_SUM, 0,
+                       MPI_COMM_WORLD);
+            break;
+          case kAllToAll:
+            MPI_Alltoall(in, per_rank, MPI_FLOAT, out, per_rank, MPI_FLOAT, MPI_COMM_WORLD);
+            break;
+          case kBarrier:
+            MPI_Barrier(MPI_COMM_WORLD);
+            break;
+          case kPingPong:
+            if (rank == 0) {
+              MPI_Send(in, (int)count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+              MPI_Recv(out, (int)count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else if (rank == 1) {
+              MPI_Recv(out, (int)count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+              MPI_Send(out, (int)count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+            }
+            break;
         }
       }
+      if (r < 0) continue;
+      double us = (MPI_Wtime() - t0) * 1e6 / iters / (which == kPingPong ? 2 : 1), slowest = 0;
+      MPI_Reduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      times[r] = slowest;
+    }
+    if (rank == 0) {
+      for (int a = 1; a < rounds; ++a) /* insertion sort: a handful of rounds */
+        for (int b = a; b > 0 && times[b - 1] > times[b]; --b) {
+          double t = times[b];
+          times[b] = times[b - 1];
+          times[b - 1] = t;
+        }
+      const double slowest = rounds % 2 ? times[rounds / 2] : (times[rounds / 2 - 1] + times[rounds / 2]) / 2;
+      double algbw = slowest > 0 ? (double)(count * 4) / slowest / 1e3 : 0;
+      printf("%12lld %12lld %8s %6s %5d %10.3f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM", 0,
+             slowest, algbw, algbw * bus, 0);
     }
     if (bytes == max_bytes) break;
     long long next = (long long)(bytes * factor);

@@ -10,8 +10,9 @@
 #   mpi       Open MPI's mpirun with its own defaults (it binds to cores
 #             when the ranks fit), bench/mpi_bench
 # jobs interleaved, so that all see the same machine. Each job gives one
-# time per size (cohort-bench's and mpi_bench's time column: the mean over
-# the job's iterations of the slowest rank); per size the table shows the
+# time per size, the median of its rounds (-R 11 rounds of -n 100 calls,
+# each round's time the slowest rank's mean: a burst of the machine's
+# other work moves one round, not the job); per size the table shows the
 # median over the jobs and the slowest job over the fastest.
 #
 #   bench/steadiness.sh [JOBS=10] [OUT_DIR=bench/results]
@@ -35,10 +36,7 @@ raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cores="$(nproc)"
-# Enough iterations that a job's time is its mode's, not noise: the small
-# sizes take many, the large ones few (a 4 MiB all_reduce at 4 ranks takes
-# about a millisecond here).
-ITERS=(-n 1000 -w 50)
+ITERS=(-n 100 -R 11 -w 50)
 
 for ((job = 0; job < JOBS; job++)); do
   for p in $RANKS; do
@@ -47,7 +45,7 @@ for ((job = 0; job < JOBS; job++)); do
     for c in $COLLECTIVES; do
       args=("$c" "${SIZES[@]}" "${ITERS[@]}" -c 0)
       build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind auto >"$raw/bound.$c.$p.$job" 2>&1
-      build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind none >"$raw/unbound.$c.$p.$job"
+      build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind none >"$raw/unbound.$c.$p.$job" 2>&1
       build/tools/cohortrun --standalone --nproc-per-node "$p" build/tools/cohort-bench "${args[@]}" \
         >"$raw/cohortrun.$c.$p.$job" 2>/dev/null
       mpirun -np "$p" "${oversubscribe[@]}" build/bench/mpi_bench "${args[@]}" \

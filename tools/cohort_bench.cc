@@ -1,6 +1,6 @@
 // cohort-bench: collective performance in the manner of nccl-tests.
 //
-//   cohort-bench COLLECTIVE [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
+//   cohort-bench COLLECTIVE [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-R ROUNDS]
 //                [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] [--spawn N]
 //                [--backend cohort|mpi|SPEC] [--symmetric]
 //
@@ -12,7 +12,8 @@
 // itself. --backend mpi runs over Open MPI: start it with
 // `mpirun -np N cohort-bench ... --backend mpi`. Rank 0 prints one line per size:
 //   size count type redop root time(us) algbw(GB/s) busbw(GB/s) #wrong
-// time is the mean over -n iterations of the slowest rank; algbw = size /
+// time is the mean over -n iterations of the slowest rank (with -R, the
+// median of R such means); algbw = size /
 // time; busbw = algbw x the factor nccl-tests documents: all_reduce
 // 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n; broadcast and
 // reduce 1. size is, as in nccl-tests, the largest buffer involved (the
@@ -50,7 +51,7 @@ struct Args {
   std::string collective;
   size_t min_bytes = 8, max_bytes = 64 << 20;
   double factor = 2;
-  int iters = 20, warmup = 5;
+  int iters = 20, warmup = 5, rounds = 1;
   bool check = true, json = false, symmetric = false;
   DType dtype = DType::kFloat32;
   ReduceOp op = ReduceOp::SUM;
@@ -65,7 +66,7 @@ struct Args {
       stderr,
       "cohort-bench: %s\nusage: cohort-bench "
       "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier|ping_pong "
-      "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
+      "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-R ROUNDS] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
       "[--spawn N [--bind auto|cores|numa|none]] [--backend cohort|mpi] [--symmetric]\n",
       why.c_str());
   std::exit(2);
@@ -102,6 +103,7 @@ ReduceOp parse_op(const std::string& s) {
       "  -f FACTOR     size multiplier from one row to the next\n"
       "  -n ITERS      timed iterations per size\n"
       "  -w WARMUP     untimed iterations per size\n"
+      "  -R ROUNDS     time -n iterations ROUNDS times; the time is the median round's (default 1)\n"
       "  -c 0|1        check every result (the #wrong column)\n"
       "  -d DTYPE      float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool\n"
       "  -o OP         sum, avg, product, min, max, band, bor, bxor\n"
@@ -139,6 +141,8 @@ Args parse(int argc, char** argv) {
       a.iters = std::atoi(next());
     else if (f == "-w")
       a.warmup = std::atoi(next());
+    else if (f == "-R")
+      a.rounds = std::atoi(next());
     else if (f == "-c")
       a.check = std::atoi(next()) != 0;
     else if (f == "-d")
@@ -163,6 +167,7 @@ Args parse(int argc, char** argv) {
       usage("unknown option " + f);
   }
   if (a.factor <= 1) usage("-f must be more than 1");
+  if (a.rounds < 1) usage("-R must be 1 or more");
   return a;
 }
 
@@ -369,20 +374,28 @@ void refill(const Bench& b, size_t count, const PageBuffer& in) {
   for (size_t i = 0; i < count; ++i) store_element(b.a.dtype, in.data(), i, value(b.rank, i));
 }
 
-// time_collective returns the mean time of one run in microseconds, of the
-// slowest rank, after the warm-up runs (one way, for ping_pong).
+// time_collective returns the time of one run in microseconds, of the
+// slowest rank, after the warm-up runs (one way, for ping_pong): the mean
+// over -n runs, or with -R, the median of -R such means (a round that a
+// burst of the machine's other work slowed does not move it).
 double time_collective(const Bench& b, size_t count, const PageBuffer& in, const PageBuffer& out) {
   for (int i = 0; i < b.a.warmup; ++i) run_collective(b, count, in, out);
-  b.g.barrier();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < b.a.iters; ++i) run_collective(b, count, in, out);
-  double us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / b.a.iters;
-  if (b.which == Which::kPingPong) us /= 2;  // one way
-  AllReduceOptions max;
-  max.op = ReduceOp::MAX;
-  b.g.all_reduce(Buffer::of(&us, 1), max);
-  return us;
+  std::vector<double> rounds;
+  for (int r = 0; r < b.a.rounds; ++r) {
+    b.g.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < b.a.iters; ++i) run_collective(b, count, in, out);
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / b.a.iters;
+    if (b.which == Which::kPingPong) us /= 2;  // one way
+    AllReduceOptions max;
+    max.op = ReduceOp::MAX;
+    b.g.all_reduce(Buffer::of(&us, 1), max);
+    rounds.push_back(us);
+  }
+  std::sort(rounds.begin(), rounds.end());
+  const size_t mid = rounds.size() / 2;
+  return rounds.size() % 2 ? rounds[mid] : (rounds[mid - 1] + rounds[mid]) / 2;
 }
 
 // count_wrong compares this rank's result of a run from fresh inputs (a

@@ -89,12 +89,14 @@ def _only_backend(backend_map, name):
 
 def _bind_rank():
     """Binds this rank to its share of the host's cores as COHORT_BIND says
-    (once a process; torchrun binds nothing), and keeps torch's intra-op
-    threads within that share: more threads than its cores would only
+    (once a process; torchrun binds nothing, cohortrun binds before the
+    program starts), and keeps torch's intra-op threads within the CPUs the
+    rank may run on, whoever bound it: more threads than those CPUs only
     take turns on them."""
-    bound, cpus, _ = _bind_from_environment()
-    if bound and _torch.get_num_threads() > len(cpus):
-        _torch.set_num_threads(len(cpus))
+    _bind_from_environment()
+    cpus = len(_os.sched_getaffinity(0))
+    if _torch.get_num_threads() > cpus:
+        _torch.set_num_threads(cpus)
 
 
 def _create_backend(dist_backend_opts, backend_options=None):

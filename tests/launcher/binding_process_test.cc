@@ -164,6 +164,20 @@ TEST(BindingTest, AutoLeavesARankWhoseAffinityWasAlreadySet) {
   EXPECT_NE(r.output.find("cannot bind to cores: 2 local ranks need 2 cores"), std::string::npos) << r.output;
 }
 
+TEST(BindingTest, RanksThatShareOneCpuYieldFromTheStartAndRanksOnCoresOfTheirOwnDoNot) {
+  const std::string one = std::to_string(affinity_of_this_thread().front());
+  ShellRun r = start_two_ranks("env COHORT_LOG_LEVEL=info taskset -c " + one, "");
+  EXPECT_NE(r.output.find("[rank1]: affinity="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the 2 ranks of this host may run on CPUs " + one +
+                          " only: waits on shared memory yield the CPU from the start"),
+            std::string::npos)
+      << r.output;
+  if (CpuTopology::of_this_process().core_count() < 2) GTEST_SKIP() << "needs two cores";
+  r = start_two_ranks("env COHORT_LOG_LEVEL=info", "cores");
+  EXPECT_NE(r.output.find("[rank1]: affinity="), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("waits on shared memory yield"), std::string::npos) << r.output;
+}
+
 TEST(BindingTest, CohortBenchSpawnBindsItsRanksAndRefusesWhatCannotFit) {
   const std::string bench = "'" + binary_path("tools/cohort-bench") + "'";
   const int first = affinity_of_this_thread().front();

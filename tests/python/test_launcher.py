@@ -71,13 +71,13 @@ if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
 
 
-def torchrun_bound_ranks(env):
-    """Runs programs/bound_rank.py under torchrun (2 ranks); returns
-    {rank: (set of CPUs, torch's threads before init, and after)}."""
+def bound_ranks(env, launcher=None):
+    """Runs programs/bound_rank.py under torchrun (or `launcher`), 2 ranks;
+    returns {rank: (set of CPUs, torch's threads before init, and after)}."""
     full = dict(os.environ, OMP_NUM_THREADS="4", **env)
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        os.path.join(PROGRAMS, "bound_rank.py")], env=full, capture_output=True, text=True,
-                       timeout=180)
+    launcher = launcher or [sys.executable, "-m", "torch.distributed.run"]
+    r = subprocess.run([*launcher, "--standalone", "--nproc-per-node", "2", os.path.join(PROGRAMS, "bound_rank.py")],
+                       env=full, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     found = re.findall(r"rank (\d): cpus ([\d,]+) threads (\d+)->(\d+) sum 2.0", r.stdout)
     assert len(found) == 2, r.stdout + r.stderr
@@ -87,7 +87,7 @@ def torchrun_bound_ranks(env):
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_ranks_torchrun_started_bind_themselves_to_disjoint_cpus_and_torch_threads_fit():
-    ranks = torchrun_bound_ranks({"COHORT_BIND": "cores"})
+    ranks = bound_ranks({"COHORT_BIND": "cores"})
     mine = set(os.sched_getaffinity(0))
     cpus0, cpus1 = ranks[0][0], ranks[1][0]
     assert cpus0 and cpus1 and not cpus0 & cpus1 and cpus0 | cpus1 <= mine, ranks
@@ -99,7 +99,17 @@ def test_ranks_torchrun_started_bind_themselves_to_disjoint_cpus_and_torch_threa
 
 
 def test_cohort_bind_none_leaves_torchruns_ranks_where_they_were():
-    ranks = torchrun_bound_ranks({"COHORT_BIND": "none"})
+    ranks = bound_ranks({"COHORT_BIND": "none"})
     mine = set(os.sched_getaffinity(0))
     for cpus, before, after in ranks.values():
         assert cpus == mine and after == before, ranks
+
+
+@pytest.mark.skipif(not os.path.exists(COHORTRUN) or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs cohortrun and two CPUs")
+def test_cohortrun_binds_python_workers_and_torch_threads_stay_within_their_cpus():
+    ranks = bound_ranks({}, launcher=[COHORTRUN])
+    cpus0, cpus1 = ranks[0][0], ranks[1][0]
+    assert cpus0 and cpus1 and not cpus0 & cpus1, ranks
+    for cpus, _, after in ranks.values():
+        assert after <= len(cpus), ranks
