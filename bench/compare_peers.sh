@@ -21,7 +21,8 @@
 # against oneCCL in that folder.
 #
 # PEERS_COLLECTIVES (default "all_reduce all_gather reduce_scatter broadcast
-# all_to_all"), PEERS_RANKS (default "2 4") narrow a run. Needs build/ with
+# all_to_all"), PEERS_RANKS (default "2 4") narrow a run; a peer's sweep
+# that runs past PEERS_TIMEOUT_S (default 120) is cut off and shows "-". Needs build/ with
 # tools/cohort-bench, bench/mpi_bench and bench/gloo_bench, and mpirun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,26 +66,42 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 intel_env=(I_MPI_FABRICS=shm I_MPI_HYDRA_BOOTSTRAP=fork I_MPI_HYDRA_IFACE=lo
   CCL_ATL_TRANSPORT=mpi CCL_WORKER_OFFLOAD=0 CCL_KVS_IFACE=lo CCL_LOG_LEVEL=error)
 cores="$(nproc)"
+# A peer's sweep that runs past this is cut off; its cells show "-".
+PEER_TIMEOUT="${PEERS_TIMEOUT_S:-120}"
 # Each call's time is the median of -R rounds (bench/mpi_bench.c, -R).
 SMALL=(-b 4 -e 256K -f 4 -n 200 -R 9 -w 50)
 LARGE=(-b 1M -e 16M -f 4 -n 10 -R 5 -w 3)
 run_all() {  # rep
   local rep="$1" p c sweep over
   for p in $RANKS; do
-    over=()
-    [ "$p" -gt "$cores" ] && over=(--oversubscribe)
+    over=() intel_wait=()
+    # Oversubscribed, Intel MPI is told to wait rather than poll.
+    [ "$p" -gt "$cores" ] && over=(--oversubscribe) intel_wait=(I_MPI_WAIT_MODE=1)
     for c in $COLLECTIVES; do
       for sweep in SMALL LARGE; do
         local -n args="$sweep"
         local tag="$c.$p.$sweep.$rep"
-        build/tools/cohort-bench "$c" "${args[@]}" -c 0 --spawn "$p" >"$raw/cohort.$tag"
+        build/tools/cohort-bench "$c" "${args[@]}" -c 0 --spawn "$p" >"$raw/cohort.$tag" 2>/dev/null
         mpirun -np "$p" "${over[@]}" build/bench/mpi_bench "$c" "${args[@]}" >"$raw/openmpi.$tag" 2>/dev/null
-        env "${intel_env[@]}" "$P/bin/mpiexec.hydra" -n "$p" "$PEERS/impi_bench" "$c" "${args[@]}" \
-          >"$raw/intelmpi.$tag" 2>/dev/null
-        env "${intel_env[@]}" "$P/bin/mpiexec.hydra" -n "$p" "$PEERS/ccl_bench" "$c" "${args[@]}" \
-          >"$raw/oneccl.$tag" 2>/dev/null
+        timeout "$PEER_TIMEOUT" env "${intel_env[@]}" "${intel_wait[@]}" "$P/bin/mpiexec.hydra" -n "$p" \
+          "$PEERS/impi_bench" "$c" "${args[@]}" >"$raw/intelmpi.$tag" 2>/dev/null || true
+        # oneCCL's progress loops spin whatever it is told (CCL_YIELD,
+        # I_MPI_WAIT_MODE): with more ranks than cores one sweep ran past a
+        # minute, so it runs only where each rank has a core.
+        if [ "$p" -le "$cores" ]; then
+          timeout "$PEER_TIMEOUT" env "${intel_env[@]}" "$P/bin/mpiexec.hydra" -n "$p" \
+            "$PEERS/ccl_bench" "$c" "${args[@]}" >"$raw/oneccl.$tag" 2>/dev/null || true
+        fi
         if [ "$c" = all_reduce ]; then
-          build/bench/gloo_bench all_reduce "${args[@]}" --spawn "$p" >"$raw/gloo.$tag" 2>/dev/null || true
+          # gloo_bench (bench/python/torch_collectives.py) has no -R: its
+          # time is the mean of the -n calls.
+          local gloo_args=() skip=0 a
+          for a in "${args[@]}"; do
+            if [ "$skip" = 1 ]; then skip=0; continue; fi
+            if [ "$a" = -R ]; then skip=1; continue; fi
+            gloo_args+=("$a")
+          done
+          build/bench/gloo_bench all_reduce "${gloo_args[@]}" --spawn "$p" >"$raw/gloo.$tag" 2>/dev/null || true
         fi
       done
     done
