@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (argc < 2) {
-    if (rank == 0) std::fprintf(stderr, "usage: ccl_bench COLLECTIVE [-b MIN] [-e MAX] [-f F] [-n N] [-w W]\n");
+    if (rank == 0)
+      std::fprintf(stderr, "usage: ccl_bench COLLECTIVE [-b MIN] [-e MAX] [-f F] [-n N] [-w W]\n");
     MPI_Finalize();
     return 2;
   }
@@ -65,12 +66,18 @@ int main(int argc, char** argv) {
   double factor = 4;
   int iters = 20, warmup = 5, rounds = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "-b")) min_bytes = parse_size(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-e")) max_bytes = parse_size(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-f")) factor = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-n")) iters = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-w")) warmup = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "-R")) rounds = std::max(1, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "-b"))
+      min_bytes = parse_size(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-e"))
+      max_bytes = parse_size(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-f"))
+      factor = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-n"))
+      iters = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-w"))
+      warmup = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "-R"))
+      rounds = std::max(1, std::atoi(argv[i + 1]));
   }
   Which which;
   double bus = 1;
@@ -164,8 +171,8 @@ int main(int argc, char** argv) {
       const size_t mid = times.size() / 2;
       const double slowest = times.size() % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
       const double algbw = slowest > 0 ? static_cast<double>(count * 4) / slowest / 1e3 : 0;
-      std::printf("%12lld %12lld %8s %6s %5d %10.3f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM", 0,
-                  slowest, algbw, algbw * bus, 0);
+      std::printf("%12lld %12lld %8s %6s %5d %10.3f %10.3f %10.3f %7d\n", count * 4, count, "float32", "SUM",
+                  0, slowest, algbw, algbw * bus, 0);
     }
     if (bytes == max_bytes) break;
     const long long next = static_cast<long long>(bytes * factor);

@@ -42,7 +42,8 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_cohort_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store,
-         const c10::intrusive_ptr<cohort_torch::CohortBackend>& backend) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+         const c10::intrusive_ptr<cohort_torch::CohortBackend>& backend)
+          -> c10::intrusive_ptr<c10d::ProcessGroup> {
         return c10::make_intrusive<cohort_torch::CohortProcessGroup>(store, backend);
       },
       py::arg("store"), py::arg("backend"),

@@ -62,13 +62,13 @@ struct Args {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(
-      stderr,
-      "cohort-bench: %s\nusage: cohort-bench "
-      "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier|ping_pong "
-      "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-R ROUNDS] [-c 0|1] [-d DTYPE] [-o OP] [-r ROOT] [--json] "
-      "[--spawn N [--bind auto|cores|numa|none]] [--backend cohort|mpi] [--symmetric]\n",
-      why.c_str());
+  std::fprintf(stderr,
+               "cohort-bench: %s\nusage: cohort-bench "
+               "all_reduce|all_gather|reduce_scatter|broadcast|reduce|all_to_all|barrier|ping_pong "
+               "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-R ROUNDS] [-c 0|1] [-d DTYPE] [-o OP] "
+               "[-r ROOT] [--json] "
+               "[--spawn N [--bind auto|cores|numa|none]] [--backend cohort|mpi] [--symmetric]\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -179,7 +179,8 @@ int spawn(int n, BindMode bind, char** argv) {
   for (int r = 0; r < n; ++r) {
     auto share = share_of_cpus(bind, topology, r, n, "cohort-bench's affinity");
     if (!share.ok()) {
-      std::fprintf(stderr, "cohort-bench: --bind %s: %s\n", bind_mode_name(bind), share.status().message().c_str());
+      std::fprintf(stderr, "cohort-bench: --bind %s: %s\n", bind_mode_name(bind),
+                   share.status().message().c_str());
       return 2;
     }
     cpus[static_cast<size_t>(r)] = share.value().cpus;

@@ -16,10 +16,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "cohort/errors.h"
 #include "common/config_registry.h"
 #include "common/knobs.h"
 #include "common/logging.h"
-#include "cohort/errors.h"
 
 namespace cohort {
 
@@ -135,8 +135,12 @@ CpuTopology CpuTopology::of_this_process() {
   return t;
 }
 
-int CpuTopology::core_count() const { return static_cast<int>(keys_of(*this, false).size()); }
-int CpuTopology::node_count() const { return static_cast<int>(keys_of(*this, true).size()); }
+int CpuTopology::core_count() const {
+  return static_cast<int>(keys_of(*this, false).size());
+}
+int CpuTopology::node_count() const {
+  return static_cast<int>(keys_of(*this, true).size());
+}
 
 std::vector<int> CpuTopology::ids() const {
   std::vector<int> out;
@@ -170,8 +174,8 @@ Result<CpuShare> share_of_cpus(BindMode mode, const CpuTopology& topology, int l
                             where + " has only " + plural(n, "core", "cores") + " (CPUs " +
                             cpu_list_text(topology.ids()) + ")";
     if (mode == BindMode::kCores) {
-      return Status(StatusCode::kInvalidArgument, "cannot bind to cores: " + why +
-                                                      "; use fewer ranks per host, bind numa, or bind none");
+      return Status(StatusCode::kInvalidArgument,
+                    "cannot bind to cores: " + why + "; use fewer ranks per host, bind numa, or bind none");
     }
     share.why_unbound = why;
     return share;
@@ -207,7 +211,9 @@ Result<std::vector<int>> parse_cpu_list(const std::string& text) {
   std::vector<int> out;
   std::stringstream in(text);
   std::string part;
-  auto bad = [&] { return Status(StatusCode::kInvalidArgument, "'" + text + "' is not a CPU list (e.g. 0-3,8)"); };
+  auto bad = [&] {
+    return Status(StatusCode::kInvalidArgument, "'" + text + "' is not a CPU list (e.g. 0-3,8)");
+  };
   while (std::getline(in, part, ',')) {
     if (part.empty()) continue;
     int lo = 0, hi = 0;
@@ -237,26 +243,31 @@ std::vector<int> affinity_of_this_thread() {
   return out;
 }
 
-bool bind_this_thread(const std::vector<int>& cpus) {
+namespace {
+
+cpu_set_t cpu_set_of(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : cpus) {
     if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
   }
+  return set;
+}
+
+}  // namespace
+
+bool bind_this_thread(const std::vector<int>& cpus) {
+  const cpu_set_t set = cpu_set_of(cpus);
   return sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
 Status bind_this_process(const std::vector<int>& cpus) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cpus) {
-    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
-  }
+  const cpu_set_t set = cpu_set_of(cpus);
   DIR* dir = ::opendir("/proc/self/task");
   if (dir == nullptr) {
     if (sched_setaffinity(0, sizeof set, &set) == 0) return Status::ok_status();
-    return Status(StatusCode::kInvalidArgument, std::string("cannot bind to CPUs ") + cpu_list_text(cpus) +
-                                                    ": " + std::strerror(errno));
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("cannot bind to CPUs ") + cpu_list_text(cpus) + ": " + std::strerror(errno));
   }
   Status result = Status::ok_status();
   while (dirent* e = ::readdir(dir)) {
@@ -264,9 +275,9 @@ Status bind_this_process(const std::vector<int>& cpus) {
     if (tid <= 0) continue;
     // A thread that exited since the listing is no loss (ESRCH).
     if (sched_setaffinity(tid, sizeof set, &set) != 0 && errno != ESRCH && result.ok()) {
-      result = Status(StatusCode::kInvalidArgument, "cannot bind thread " + std::to_string(tid) +
-                                                        " to CPUs " + cpu_list_text(cpus) + ": " +
-                                                        std::strerror(errno));
+      result =
+          Status(StatusCode::kInvalidArgument, "cannot bind thread " + std::to_string(tid) + " to CPUs " +
+                                                   cpu_list_text(cpus) + ": " + std::strerror(errno));
     }
   }
   ::closedir(dir);
@@ -275,8 +286,8 @@ Status bind_this_process(const std::vector<int>& cpus) {
 
 std::vector<int> host_cpus() {
   // cgroup v2 names the cpuset its processes may use; v1 keeps it apart.
-  for (const char* path : {"/sys/fs/cgroup/cpuset.cpus.effective", "/sys/fs/cgroup/cpuset/cpuset.effective_cpus",
-                           "/sys/devices/system/cpu/online"}) {
+  for (const char* path : {"/sys/fs/cgroup/cpuset.cpus.effective",
+                           "/sys/fs/cgroup/cpuset/cpuset.effective_cpus", "/sys/devices/system/cpu/online"}) {
     auto cpus = parse_cpu_list(read_line(path));
     if (cpus.ok() && !cpus.value().empty()) return cpus.value();
   }
@@ -295,8 +306,7 @@ int env_int(const char* name, int fallback) {
 
 BindOutcome bind_once() {
   BindOutcome out;
-  const BindMode mode =
-      parse_bind_mode(config_string(knobs::kBind), knobs::kBind.name).value_or_throw();
+  const BindMode mode = parse_bind_mode(config_string(knobs::kBind), knobs::kBind.name).value_or_throw();
   const int local_rank = env_int("LOCAL_RANK", -1), local_size = env_int("LOCAL_WORLD_SIZE", -1);
   if (mode == BindMode::kNone) {
     out.reason = "COHORT_BIND=none";
@@ -308,13 +318,13 @@ BindOutcome bind_once() {
   }
   const std::vector<int> mine = affinity_of_this_thread();
   if (mode == BindMode::kAuto && mine != host_cpus()) {
-    out.reason = "this process's affinity (CPUs " + cpu_list_text(mine) +
-                 ") was already set, so auto leaves it";
+    out.reason =
+        "this process's affinity (CPUs " + cpu_list_text(mine) + ") was already set, so auto leaves it";
     return out;
   }
-  CpuShare share = share_of_cpus(mode, CpuTopology::of_this_process(), local_rank, local_size,
-                                 "this process's affinity")
-                       .value_or_throw();
+  CpuShare share =
+      share_of_cpus(mode, CpuTopology::of_this_process(), local_rank, local_size, "this process's affinity")
+          .value_or_throw();
   if (share.cpus.empty()) {
     out.reason = share.why_unbound;
     return out;

@@ -302,9 +302,7 @@ inline constexpr KnobSpec kShmSingleCopyBytes{
     1099511627776};
 
 inline constexpr KnobSpec kBind{
-    "COHORT_BIND",
-    KnobType::kChoice,
-    "auto",
+    "COHORT_BIND", KnobType::kChoice, "auto",
     "How a rank binds itself to CPUs when it joins, from LOCAL_RANK and LOCAL_WORLD_SIZE (torchrun's "
     "and any launcher's that sets them): cores gives each local rank contiguous whole cores of the "
     "process's affinity, numa whole NUMA nodes, none nothing. auto (the default) binds to cores only a "

@@ -115,8 +115,11 @@ void plan_worker_binding(LaunchConfig& config) {
   config.unbound_why.clear();
   std::vector<std::vector<int>> shares;
   for (int lr = 0; lr < config.nproc_per_node; ++lr) {
-    Result<CpuShare> share = share_of_cpus(config.bind, topology, lr, config.nproc_per_node, "cohortrun's affinity");
-    if (!share.ok()) throw InvalidArgument("--bind " + std::string(bind_mode_name(config.bind)) + ": " + share.status().message());
+    Result<CpuShare> share =
+        share_of_cpus(config.bind, topology, lr, config.nproc_per_node, "cohortrun's affinity");
+    if (!share.ok())
+      throw InvalidArgument("--bind " + std::string(bind_mode_name(config.bind)) + ": " +
+                            share.status().message());
     if (share.value().cpus.empty()) {
       config.unbound_why = share.value().why_unbound;
       return;

@@ -34,8 +34,12 @@ ShellRun run_shell(const std::string& cmd) {
   return r;
 }
 
-std::string cohortrun() { return "'" + binary_path("tools/cohortrun") + "'"; }
-std::string worker() { return "'" + binary_path("tests/launch_worker") + "'"; }
+std::string cohortrun() {
+  return "'" + binary_path("tools/cohortrun") + "'";
+}
+std::string worker() {
+  return "'" + binary_path("tests/launch_worker") + "'";
+}
 
 // The CPUs as launch_worker prints them: "0,1,2".
 std::string comma_list(const std::vector<int>& cpus) {
@@ -75,13 +79,15 @@ TEST(BindingTest, CohortrunGivesEachWorkerItsOwnCoresByDefault) {
     EXPECT_FALSE(got.empty()) << r.output;
   }
   // The worker must not bind itself again on top.
-  EXPECT_NE(r.output.find("[rank0]: affinity=" + affinity_line(r.output, 0) + " bind=none"), std::string::npos)
+  EXPECT_NE(r.output.find("[rank0]: affinity=" + affinity_line(r.output, 0) + " bind=none"),
+            std::string::npos)
       << r.output;
 }
 
 TEST(BindingTest, BindNoneLeavesWorkersWithTheLaunchersAffinity) {
   const std::string all = comma_list(affinity_of_this_thread());
-  ShellRun r = run_shell(cohortrun() + " --standalone --nproc-per-node 2 --bind none " + worker() + " affinity");
+  ShellRun r =
+      run_shell(cohortrun() + " --standalone --nproc-per-node 2 --bind none " + worker() + " affinity");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(affinity_line(r.output, 0), all) << r.output;
   EXPECT_EQ(affinity_line(r.output, 1), all) << r.output;
@@ -92,7 +98,7 @@ TEST(BindingTest, CoresThatCannotFitAreRefusedNamingWhy) {
   const int first = mine.front();
   // Under taskset one CPU is all cohortrun may use: two ranks cannot each have a core.
   ShellRun r = run_shell("taskset -c " + std::to_string(first) + " " + cohortrun() +
-                    " --standalone --nproc-per-node 2 --bind cores " + worker() + " affinity");
+                         " --standalone --nproc-per-node 2 --bind cores " + worker() + " affinity");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--bind cores"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("2 local ranks need 2 cores"), std::string::npos) << r.output;
@@ -106,8 +112,8 @@ TEST(BindingTest, AutoWithinANarrowerAffinityStaysInsideIt) {
   // auto cannot give two ranks a core each on one CPU: they run unbound,
   // inside the launcher's own affinity; numa puts both on that CPU.
   for (const char* bind : {"auto", "numa"}) {
-    ShellRun r = run_shell("taskset -c " + one + " " + cohortrun() + " --standalone --nproc-per-node 2 --bind " +
-                      bind + " " + worker() + " affinity");
+    ShellRun r = run_shell("taskset -c " + one + " " + cohortrun() +
+                           " --standalone --nproc-per-node 2 --bind " + bind + " " + worker() + " affinity");
     ASSERT_EQ(r.code, 0) << bind << "\n" << r.output;
     EXPECT_EQ(affinity_line(r.output, 0), one) << bind << "\n" << r.output;
     EXPECT_EQ(affinity_line(r.output, 1), one) << bind << "\n" << r.output;
@@ -117,7 +123,8 @@ TEST(BindingTest, AutoWithinANarrowerAffinityStaysInsideIt) {
 TEST(BindingTest, ABindingThatIsNotOneOfTheFourIsABadFlag) {
   ShellRun r = run_shell(cohortrun() + " --standalone --bind sockets " + worker() + " affinity");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("--bind: 'sockets' is not a binding (auto, cores, numa or none)"), std::string::npos)
+  EXPECT_NE(r.output.find("--bind: 'sockets' is not a binding (auto, cores, numa or none)"),
+            std::string::npos)
       << r.output;
 }
 
@@ -182,7 +189,7 @@ TEST(BindingTest, CohortBenchSpawnBindsItsRanksAndRefusesWhatCannotFit) {
   const std::string bench = "'" + binary_path("tools/cohort-bench") + "'";
   const int first = affinity_of_this_thread().front();
   ShellRun r = run_shell("taskset -c " + std::to_string(first) + " " + bench +
-                    " barrier -n 2 -w 1 --spawn 2 --bind cores");
+                         " barrier -n 2 -w 1 --spawn 2 --bind cores");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("cohort-bench: --bind cores: cannot bind to cores: 2 local ranks need 2 cores"),
             std::string::npos)

@@ -18,8 +18,8 @@
 //   affinity                 print "affinity=<CPUs> bind=<COHORT_BIND>", the CPUs as 0,1,2
 //   pg_affinity              init env:// (which may bind, COHORT_BIND), all_reduce,
 //                            print "affinity=<CPUs> threads=<CPUs of every thread agree>"
-#include <sched.h>
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 

@@ -152,7 +152,8 @@ void Arena::share_host_facts(Store& store, const std::string& key, std::chrono::
   if (!usable.empty()) oversubscribed_ = local_ranks_.size() > usable.size();
   if (oversubscribed_ && me_ == 0) {
     COHORT_LOG(kInfo) << "the " << local_ranks_.size() << " ranks of this host may run on "
-                      << (usable.empty() ? std::string("fewer CPUs") : "CPUs " + cpu_list_text({usable.begin(), usable.end()}))
+                      << (usable.empty() ? std::string("fewer CPUs")
+                                         : "CPUs " + cpu_list_text({usable.begin(), usable.end()}))
                       << " only: waits on shared memory yield the CPU from the start";
   }
 }
