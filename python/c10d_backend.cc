@@ -6,7 +6,9 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 
 #include "cohort/distributed.h"
@@ -32,8 +34,7 @@ class CohortWork : public c10d::Work {
   // torch's own backends' events do.
   CohortWork(int rank, c10d::OpType type, const char* title, const std::vector<at::Tensor>& inputs,
              WorkList works, std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type, title,
-                   title ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt),
+      : c10d::Work(rank, type, title, title ? std::optional<std::vector<at::Tensor>>(inputs) : std::nullopt),
         works_(std::move(works)),
         outputs_(std::move(outputs)) {}
 
@@ -77,9 +78,28 @@ class CohortWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   void synchronize() override {}
   // wait: torch's kNoTimeout (0) and cohort's "no timeout of this wait's
-  // own" agree; the operation's deadline bounds it in any case.
+  // own" agree; the operation's deadline bounds it in any case. A timeout
+  // is one budget for the whole list, as torch means it: each Work gets
+  // what the ones before it left (at least 1 ms: 0 would be no timeout).
   bool wait(std::chrono::milliseconds timeout) override {
-    for (const auto& w : works_) w->wait(timeout.count() > 0 ? timeout : std::chrono::milliseconds(0));
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    for (size_t i = 0; i < works_.size(); ++i) {
+      if (timeout.count() <= 0) {
+        works_[i]->wait();
+        continue;
+      }
+      const auto left = std::max(
+          std::chrono::milliseconds(1),
+          std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()));
+      try {
+        works_[i]->wait(left);
+      } catch (const cohort::TimeoutError& e) {
+        throw cohort::TimeoutError(std::string(e.what()) + "; that was what was left of a wait of " +
+                                   std::to_string(timeout.count()) + " ms for " +
+                                   std::to_string(works_.size()) + " operations, " + std::to_string(i) +
+                                   " of them done");
+      }
+    }
     if (profiled_) {
       // The Works' callbacks, which end the profiler's event, may still be
       // running on the thread that completed the last: the caller may stop
@@ -208,7 +228,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::finish(c10d::OpType type, const ch
   // The profiler's event, only while a profiler listens: naming it costs
   // a string and an allocation per call.
   if (!at::hasCallbacks()) {
-    return c10::make_intrusive<CohortWork>(rank_, type, nullptr, inputs, std::move(works), std::move(outputs));
+    return c10::make_intrusive<CohortWork>(rank_, type, nullptr, inputs, std::move(works),
+                                           std::move(outputs));
   }
   const std::string title = profiling_name_ + ":" + op;
   auto work = c10::make_intrusive<CohortWork>(rank_, type, title.c_str(), inputs, std::move(works),
@@ -285,8 +306,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::broadcast(std::vector<at::Tensor>&
   at::Tensor& t = only(tensors, "broadcast");
   auto o = options<cohort::BroadcastOptions>(opts.timeout, async_op(opts.asyncOp));
   o.src = static_cast<int>(opts.rootRank);
-  return finish(c10d::OpType::BROADCAST, "broadcast", {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)},
-                tensors, tensors, tensors);
+  return finish(c10d::OpType::BROADCAST, "broadcast",
+                {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)}, tensors, tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>& tensors,
@@ -295,12 +316,13 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>&
   if (t.layout() == at::kSparse) {
     // Sparse COO, as Gloo: blocking, its Work complete on return.
     return finish(c10d::OpType::ALLREDUCE, "all_reduce",
-                  {cohort::all_reduce(t, to_reduce_op(opts.reduceOp, "all_reduce"), group_)}, tensors, {}, tensors);
+                  {cohort::all_reduce(t, to_reduce_op(opts.reduceOp, "all_reduce"), group_)}, tensors, {},
+                  tensors);
   }
   auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
   o.op = to_reduce_op(opts.reduceOp, "all_reduce");
-  return finish(c10d::OpType::ALLREDUCE, "all_reduce", {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)},
-                tensors, tensors, tensors);
+  return finish(c10d::OpType::ALLREDUCE, "all_reduce",
+                {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)}, tensors, tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce_coalesced(
@@ -374,8 +396,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(
   }
   for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
   keep.insert(keep.end(), flat.begin(), flat.end());
-  return finish(c10d::OpType::ALLGATHER_COALESCED, "all_gather", std::move(works), std::move(flat), std::move(keep),
-                inputs);
+  return finish(c10d::OpType::ALLGATHER_COALESCED, "all_gather", std::move(works), std::move(flat),
+                std::move(keep), inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_into_tensor_coalesced(
@@ -486,8 +508,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   at::Tensor& t = only(tensors, "send");
-  return finish(c10d::OpType::SEND, "send", {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {}, tensors,
-                tensors);
+  return finish(c10d::OpType::SEND, "send", {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {},
+                tensors, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
@@ -499,8 +521,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::recv(std::vector<at::Tensor>& tens
 c10::intrusive_ptr<c10d::Work> CohortBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   at::Tensor& t = only(tensors, "recv");
   return finish(c10d::OpType::RECVANYSOURCE, "recvAnySource",
-                {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors,
-                tensors, tensors);
+                {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors, tensors,
+                tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::barrier(const c10d::BarrierOptions& opts) {

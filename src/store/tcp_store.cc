@@ -3,6 +3,7 @@
 // server's own timer plus a grace period in case the server is frozen.
 #include "cohort/tcp_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -24,6 +25,13 @@ const char kWorkersDoneKey[] = "cohort/tcpstore/workers_done";
 // How much longer than the server's timer the client waits for a reply to a
 // blocking call; only a frozen server ever uses it up.
 constexpr std::chrono::seconds kReplyGrace{10};
+// kReconnectWindow bounds a reconnect after a lost connection. The server
+// was there and is gone, most often because the job is ending and the
+// rank that hosted it left: retrying for the store's whole timeout (a
+// group's is 30 minutes) would only hold up whoever asked, such as a
+// rank's monitor thread publishing its progress while the rank tears down
+// (whose exit then waits for it). A server back within the window is found.
+constexpr std::chrono::seconds kReconnectWindow{2};
 
 constexpr size_t kInitialReadCapacity = 4096;
 
@@ -142,13 +150,18 @@ struct TcpStore::State {
     return Status::ok_status();
   }
 
-  Status connect(Deadline deadline) {
+  // connect connects within `window` (which the error names) and runs the
+  // handshake; `again` says the connection had been made and was lost.
+  Status connect(std::chrono::milliseconds window, bool again) {
     in_pos = in_end = 0;
+    const Deadline deadline = Deadline::after(window);
     auto s = connect_tcp(host, port, deadline);
     if (!s.ok()) {
       if (s.status().code() == StatusCode::kTimeout) {
         return timeout_error("no store server answered at " + address + " within " +
-                             std::to_string(timeout().count()) + " ms: " + s.status().message());
+                             std::to_string(window.count()) + " ms" +
+                             (again ? " of the connection being lost (its server has gone)" : "") + ": " +
+                             s.status().message());
       }
       return s.status();
     }
@@ -174,7 +187,7 @@ struct TcpStore::State {
     const std::string what =
         std::string(wire::op_name(q.op)) + (q.keys.empty() ? "" : " " + describe_keys(q.keys));
     if (!socket.valid()) {
-      Status st = connect(Deadline::after(timeout()));
+      Status st = connect(std::min<std::chrono::milliseconds>(timeout(), kReconnectWindow), true);
       if (!st.ok()) throw_status(st.with_context("TcpStore " + what));
     }
     Deadline deadline = Deadline::after(timeout());
@@ -279,7 +292,7 @@ TcpStore::TcpStore(std::string host, const TcpStoreOptions& options) : state_(st
   s.server_owner = options.server_owner;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    throw_if_error(s.connect(Deadline::after(options.timeout)));
+    throw_if_error(s.connect(options.timeout, false));
   }
   if (options.num_workers && options.wait_for_workers) {
     int64_t arrived = add(kWorkersKey, 1);

@@ -162,7 +162,12 @@ int run(int argc, char** argv) {
   if (mode == "pg_affinity") {
     // A thread started before init: binding must reach it too.
     std::thread early([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
-    cohort::init_process_group();
+    try {
+      cohort::init_process_group();
+    } catch (...) {
+      early.join();  // an init that refuses its binding leaves no thread behind
+      throw;
+    }
     int64_t x = 1;
     cohort::all_reduce(cohort::Buffer::of(&x, 1))->wait();
     const std::string mine = cpus_of(0);

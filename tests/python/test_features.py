@@ -37,6 +37,36 @@ def test_batch_isend_irecv_is_one_coalesced_work_that_moves_every_message(size):
         assert recv == [float((rank - 1) % size)] * 5
 
 
+def one_wait_for_two_late_messages(rank, size):
+    dist.barrier()
+    if rank == 1:
+        for delay in (1.0, 1.5):  # the second comes 2.5 s after the barrier
+            time.sleep(delay)
+            dist.send(torch.full((3,), delay), 0)
+        return None
+    bufs = [torch.zeros(3), torch.zeros(3)]
+    works = dist.batch_isend_irecv([dist.P2POp(dist.irecv, b, 1) for b in bufs])
+    raised = None
+    try:
+        works[0].wait(timeout=datetime.timedelta(seconds=2))
+    except Exception as e:
+        raised = str(e)
+    second_when_it_gave_up = bufs[1].tolist()
+    works[0].wait()  # the batch goes on, and completes
+    return raised, second_when_it_gave_up, [b.tolist() for b in bufs]
+
+
+def test_a_timeout_given_to_wait_bounds_the_whole_batch_not_each_operation():
+    # 2 s for both: the first message (at 1 s) leaves 1 s, and the second
+    # (at 2.5 s) misses it. Counted per operation, the wait would have
+    # given the second 2 s more and returned.
+    raised, second_when_it_gave_up, bufs = run_ranks(one_wait_for_two_late_messages, 2)[0]
+    assert raised is not None and "timed out" in raised, raised
+    assert "what was left of a wait of 2000 ms for 2 operations, 1 of them done" in raised, raised
+    assert second_when_it_gave_up == [0.0] * 3
+    assert bufs == [[1.0] * 3, [1.5] * 3]
+
+
 def coalesced_collectives(rank, size):
     cpu = torch.device("cpu")
     sums = [torch.full((n,), float(rank + 1)) for n in (1, 7, 1000)]
