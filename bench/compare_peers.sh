@@ -113,24 +113,15 @@ for ((i = 0; i < REPS; i++)); do
 done
 
 /usr/bin/python3 - "$raw" "$OUT" "$REPS" "$COLLECTIVES" "$RANKS" <<'PY'
-import glob, os, statistics, sys
+import os, sys
+sys.path.insert(0, "bench/lib")
+from bench_tables import load_medians, size_text
 raw, out, reps, colls, ranks = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), sys.argv[5].split()
 peers = ["openmpi", "intelmpi", "oneccl", "gloo"]
 
 def load(impl, coll, p):
-    runs = {}
-    for f in glob.glob(f"{raw}/{impl}.{coll}.{p}.*"):
-        for line in open(f):
-            cols = line.split()
-            if not line.startswith("#") and len(cols) >= 8 and cols[0].isdigit():
-                runs.setdefault(int(cols[0]), []).append(float(cols[5]))
-    return {s: statistics.median(v) for s, v in runs.items()}
+    return load_medians(f"{raw}/{impl}.{coll}.{p}.*")
 
-def size_text(b):
-    for unit, n in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= n and b % n == 0:
-            return f"{b // n} {unit}"
-    return f"{b} B"
 
 lines = [f"# cohort vs Open MPI, Intel MPI, oneCCL and Gloo, one host ({os.cpu_count()} CPUs), "
          f"median of {reps} runs", "",

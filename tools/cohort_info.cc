@@ -3,11 +3,18 @@
 //
 //   cohort-info              a table for people
 //   cohort-info --markdown   the same as a markdown table (docs/config.md)
+//   cohort-info --algorithms --ranks P [--hosts H]
+//                            the algorithm table in force for P ranks on H
+//                            hosts (default: P, none sharing memory; H=1:
+//                            one host), with COHORT_ALGO and the cost
+//                            model's knobs applied
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
 
+#include "algorithms/selection.h"
 #include "cohort/config.h"
 #include "common/split.h"
 
@@ -41,10 +48,56 @@ void print_markdown(const std::vector<cohort::ConfigEntry>& entries) {
 
 }  // namespace
 
+// print_algorithms: `--algorithms --ranks P [--hosts H]`; returns the exit code.
+int print_algorithms(int argc, char** argv) {
+  long ranks = 0, hosts = 0;
+  for (int k = 2; k < argc; ++k) {
+    const bool has_value = k + 1 < argc;
+    char* end = nullptr;
+    if (std::strcmp(argv[k], "--ranks") == 0 && has_value) {
+      ranks = std::strtol(argv[++k], &end, 10);
+    } else if (std::strcmp(argv[k], "--hosts") == 0 && has_value) {
+      hosts = std::strtol(argv[++k], &end, 10);
+    } else {
+      std::fprintf(stderr, "cohort-info --algorithms: unknown argument '%s'\n", argv[k]);
+      return 2;
+    }
+    if (!end || *end != '\0') {
+      std::fprintf(stderr, "cohort-info --algorithms: '%s' is not a number\n", argv[k]);
+      return 2;
+    }
+  }
+  if (ranks < 1 || ranks > (1 << 24) || hosts < 0 || hosts > ranks) {
+    std::fprintf(stderr,
+                 "cohort-info --algorithms: needs --ranks P (1 to 16M) and at most P hosts (got --ranks %ld "
+                 "--hosts %ld)\n",
+                 ranks, hosts);
+    return 2;
+  }
+  const int p = static_cast<int>(ranks);
+  const cohort::GroupShape shape = cohort::GroupShape::of(p, hosts == 0 ? p : static_cast<int>(hosts));
+  std::fputs(cohort::AlgorithmTable::for_config(shape).describe().c_str(), stdout);
+  if (shape.topology == cohort::Topology::kHosts) {
+    std::printf("\n# between hosts (the leaders' step of a hierarchical all_reduce)\n");
+    std::fputs(
+        cohort::AlgorithmTable::for_config(cohort::GroupShape::flat(shape.hosts), true).describe().c_str(),
+        stdout);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--algorithms") == 0) {
+    try {
+      return print_algorithms(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cohort-info: %s\n", e.what());
+      return 1;
+    }
+  }
   bool markdown = argc > 1 && std::strcmp(argv[1], "--markdown") == 0;
   if (argc > 1 && !markdown) {
-    std::fprintf(stderr, "usage: cohort-info [--markdown]\n");
+    std::fprintf(stderr, "usage: cohort-info [--markdown | --algorithms --ranks P [--hosts H]]\n");
     return 2;
   }
   try {

@@ -24,6 +24,9 @@ struct AlgoContext {
   Deadline deadline;
   const std::string& what;        // "all_reduce #5 of group 0", for errors
   std::vector<uint8_t>& scratch;  // reused across operations; grows as needed
+  // The table for the step between hosts of a hierarchical collective
+  // (one rank a host); null: the cost model's defaults.
+  const AlgorithmTable* leaders = nullptr;
 
   // tag makes each step's messages unique within the group.
   uint64_t tag(uint32_t step) const { return (sequence << 24) | (step & 0xFFFFFFu); }
@@ -45,6 +48,14 @@ Status broadcast(AlgoContext& c, const Buffer& buf, int root);
 // its children), at the price of P-1 segments of fill.
 Status chain_broadcast(AlgoContext& c, const Buffer& buf, int root);
 
+// chain_segment_bytes: a chain's segment for a buffer of `total` bytes.
+size_t chain_segment_bytes(size_t total);
+
+// scatter_all_gather_broadcast: the root scatters 1/P of `buf` to each
+// rank, then Bruck's all_gather assembles it everywhere (large buffers at
+// many ranks).
+Status scatter_all_gather_broadcast(AlgoContext& c, const Buffer& buf, int root);
+
 // reduce leaves the reduction of every rank's `buf` in root's; the others'
 // buffers are left as they were.
 Status reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
@@ -52,6 +63,11 @@ Status reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
 // all_gather fills outputs[q] with rank q's input on every rank (counts may
 // differ between ranks; outputs[rank] may alias input).
 Status all_gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& outputs);
+
+// bruck_all_gather: all_gather in ceil(log2 P) steps, for any P; its
+// messages use the steps from `first_step` on.
+Status bruck_all_gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& outputs,
+                        uint32_t first_step = 0);
 
 // gather fills root's outputs[q] with rank q's input.
 Status gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& outputs, int root);
@@ -63,6 +79,11 @@ Status scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& 
 // inputs[q].
 Status reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs,
                       ReduceOp::Kind op);
+
+// halving_reduce_scatter: reduce_scatter by recursive halving, log2 P
+// steps (two more when P is not a power of two).
+Status halving_reduce_scatter(AlgoContext& c, const Buffer& output, const std::vector<Buffer>& inputs,
+                              ReduceOp::Kind op);
 
 // all_to_all sends inputs[q] to rank q, which receives it in outputs[rank].
 Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs);

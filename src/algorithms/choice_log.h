@@ -1,5 +1,5 @@
 // choice_log.h: COHORT_DEBUG=info's lines saying which algorithm a group's
-// collectives run, once per collective and size class (the table's rule),
+// collectives run, once per collective and size class (a run of sizes the table chooses alike for),
 // so that a log shows every choice without a line per call.
 #pragma once
 
@@ -17,7 +17,7 @@ class ChoiceLog {
   // note logs `algorithm` for `what` ("all_reduce #3 of group g") the
   // first time this collective runs in the size class of `bytes` (per
   // rank). One per backend; used by the thread driving it.
-  void note(Collective collective, size_t bytes, Algorithm algorithm, Topology topology, int world_size,
+  void note(Collective collective, size_t bytes, Algorithm algorithm, const AlgorithmTable& table,
             const std::string& what);
 
  private:

@@ -60,7 +60,13 @@ Status through_leaders(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf,
   if (t.host_of(me) == me && leaders.size() > 1) {
     SubTransport between(t, leaders);
     AlgoContext leader_context{between, c.sequence, c.deadline, c.what, c.scratch};
-    st = all_reduce(leader_context, buf, op, network_algorithm(Collective::kAllReduce, buf.bytes()));
+    Result<Algorithm> a = c.leaders
+                              ? c.leaders->choose(Collective::kAllReduce, buf.bytes())
+                              : Result<Algorithm>(cheapest(Collective::kAllReduce,
+                                                           GroupShape::flat(static_cast<int>(leaders.size())),
+                                                           CostModel::from_config(), buf.bytes()));
+    if (!a.ok()) return a.status();
+    st = all_reduce(leader_context, buf, op, a.value());
     if (!st.ok()) return st;
   }
   if (local.size() > 1) {

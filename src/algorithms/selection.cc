@@ -1,5 +1,6 @@
 #include "algorithms/selection.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "common/config_registry.h"
@@ -7,208 +8,216 @@
 namespace cohort {
 namespace {
 
-struct Rule {
-  Topology topology;  // kNetwork rules apply everywhere, after the others
-  Collective collective;
-  size_t max_bytes;  // the rule applies up to this many bytes per rank
-  Algorithm algorithm;
-};
-
-constexpr size_t kAny = ~size_t{0};
-
-// The table: the first rule that fits wins. Small all_reduce is latency
-// bound (recursive doubling: log2 P steps of the whole vector); medium
-// wants both few steps and little data (halving-doubling: 2 log2 P steps,
-// 2(P-1)/P of the data); large is bandwidth bound (the pipelined ring moves
-// the same minimum, in segments that overlap the reduction).
-// On one host, the collectives that have a direct shared-memory version use
-// it at every size (all_to_all too: through the rings, each pair's
-// exchange was a message and its wake-up, 0.7 us for 8 bytes at 2 ranks
-// against Open MPI's 0.25); gather and scatter move each byte once anyway
-// and go through the shared-memory rings. Across hosts, all_reduce,
-// all_gather and reduce_scatter go hierarchical (each byte over a host's
-// link once). A large broadcast over the network goes down a pipelined
-// chain: on a tree the root (and every inner rank) sends the whole buffer
-// to each of its children, so its link carries it log2 P times; on a
-// chain every link carries it once, and the segments overlap.
-constexpr Rule kRules[] = {
-    {Topology::kOneHost, Collective::kAllReduce, kAny, Algorithm::kShmDirect},
-    {Topology::kOneHost, Collective::kBroadcast, kAny, Algorithm::kShmDirect},
-    {Topology::kOneHost, Collective::kReduce, kAny, Algorithm::kShmDirect},
-    {Topology::kOneHost, Collective::kAllGather, kAny, Algorithm::kShmDirect},
-    {Topology::kOneHost, Collective::kReduceScatter, kAny, Algorithm::kShmDirect},
-    {Topology::kOneHost, Collective::kAllToAll, kAny, Algorithm::kShmDirect},
-    {Topology::kOneHost, Collective::kBarrier, kAny, Algorithm::kShmDirect},
-    {Topology::kHosts, Collective::kAllReduce, kAny, Algorithm::kHierarchical},
-    {Topology::kHosts, Collective::kAllGather, kAny, Algorithm::kHierarchical},
-    {Topology::kHosts, Collective::kReduceScatter, kAny, Algorithm::kHierarchical},
-    {Topology::kNetwork, Collective::kAllReduce, 16 * 1024, Algorithm::kRecursiveDoubling},
-    {Topology::kNetwork, Collective::kAllReduce, 1024 * 1024, Algorithm::kHalvingDoubling},
-    {Topology::kNetwork, Collective::kAllReduce, kAny, Algorithm::kRing},
-    {Topology::kNetwork, Collective::kBroadcast, 32 * 1024, Algorithm::kBinomialTree},
-    {Topology::kNetwork, Collective::kBroadcast, kAny, Algorithm::kChain},
-    {Topology::kNetwork, Collective::kReduce, kAny, Algorithm::kBinomialTree},
-    {Topology::kNetwork, Collective::kAllGather, kAny, Algorithm::kRing},
-    {Topology::kNetwork, Collective::kGather, kAny, Algorithm::kDirect},
-    {Topology::kNetwork, Collective::kScatter, kAny, Algorithm::kDirect},
-    {Topology::kNetwork, Collective::kReduceScatter, kAny, Algorithm::kRing},
-    {Topology::kNetwork, Collective::kAllToAll, kAny, Algorithm::kPairwise},
-    {Topology::kNetwork, Collective::kBarrier, kAny, Algorithm::kDissemination},
-};
-
-// What each algorithm can run.
-bool can_run(Algorithm a, Collective c) {
-  switch (a) {
-    case Algorithm::kRing:
-      return c == Collective::kAllReduce || c == Collective::kAllGather || c == Collective::kReduceScatter;
-    case Algorithm::kRecursiveDoubling:
-    case Algorithm::kHalvingDoubling:
-      return c == Collective::kAllReduce;
-    case Algorithm::kBinomialTree:
-      return c == Collective::kBroadcast || c == Collective::kReduce;
-    case Algorithm::kDirect:
-      return c == Collective::kGather || c == Collective::kScatter;
-    case Algorithm::kPairwise:
-      return c == Collective::kAllToAll;
-    case Algorithm::kDissemination:
-      return c == Collective::kBarrier;
-    case Algorithm::kShmDirect:
-      return c == Collective::kAllReduce || c == Collective::kBroadcast || c == Collective::kReduce ||
-             c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll ||
-             c == Collective::kBarrier;
-    case Algorithm::kHierarchical:
-      return c == Collective::kAllReduce || c == Collective::kAllGather || c == Collective::kReduceScatter;
-    case Algorithm::kChain:
-      return c == Collective::kBroadcast;
-  }
-  return false;
+std::string size_text(size_t bytes) {
+  if (bytes == SIZE_MAX) return "";
+  const char* units[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) bytes /= 1024, ++u;
+  return std::to_string(bytes) + units[u];
 }
 
-// Where each algorithm can run: the message-passing ones anywhere.
-bool fits(Algorithm a, Topology t) {
-  if (a == Algorithm::kShmDirect) return t == Topology::kOneHost;
-  if (a == Algorithm::kHierarchical) return t == Topology::kHosts;
-  return true;
-}
-
-bool parse_algorithm(const std::string& name, Algorithm* out) {
-  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-                      Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kPairwise,
-                      Algorithm::kDissemination, Algorithm::kShmDirect, Algorithm::kHierarchical,
-                      Algorithm::kChain}) {
-    if (name == algorithm_name(a)) return *out = a, true;
+std::string time_text(double s) {
+  char text[32];
+  if (s < 1e-3) {
+    std::snprintf(text, sizeof text, "%.1f us", s * 1e6);
+  } else {
+    std::snprintf(text, sizeof text, "%.2f ms", s * 1e3);
   }
-  return false;
+  return text;
 }
 
 }  // namespace
 
-const char* collective_name(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce:
-      return "all_reduce";
-    case Collective::kBroadcast:
-      return "broadcast";
-    case Collective::kReduce:
-      return "reduce";
-    case Collective::kAllGather:
-      return "all_gather";
-    case Collective::kGather:
-      return "gather";
-    case Collective::kScatter:
-      return "scatter";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-    case Collective::kAllToAll:
-      return "all_to_all";
-    case Collective::kBarrier:
-      return "barrier";
+bool parse_size(const std::string& text, size_t* out) {
+  if (text.empty()) return false;
+  size_t value = 0, k = 0;
+  for (; k < text.size() && text[k] >= '0' && text[k] <= '9'; ++k) {
+    if (value > (SIZE_MAX - 9) / 10) return false;
+    value = value * 10 + static_cast<size_t>(text[k] - '0');
   }
-  return "?";
+  if (k == 0) return false;
+  int shift = 0;
+  if (k + 1 == text.size()) {
+    switch (text[k]) {
+      case 'K':
+      case 'k':
+        shift = 10;
+        break;
+      case 'M':
+      case 'm':
+        shift = 20;
+        break;
+      case 'G':
+      case 'g':
+        shift = 30;
+        break;
+      default:
+        return false;
+    }
+  } else if (k != text.size()) {
+    return false;
+  }
+  if (shift && value > (SIZE_MAX >> shift)) return false;
+  *out = value << shift;
+  return true;
 }
 
-const char* algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kRecursiveDoubling:
-      return "recursive_doubling";
-    case Algorithm::kHalvingDoubling:
-      return "halving_doubling";
-    case Algorithm::kBinomialTree:
-      return "binomial_tree";
-    case Algorithm::kDirect:
-      return "direct";
-    case Algorithm::kPairwise:
-      return "pairwise";
-    case Algorithm::kDissemination:
-      return "dissemination";
-    case Algorithm::kShmDirect:
-      return "shm_direct";
-    case Algorithm::kHierarchical:
-      return "hierarchical";
-    case Algorithm::kChain:
-      return "chain";
-  }
-  return "?";
+int AlgorithmTable::class_of(size_t bytes) {
+  return bytes == 0 ? 0 : 64 - __builtin_clzll(static_cast<unsigned long long>(bytes));
 }
 
-Algorithm network_algorithm(Collective collective, size_t bytes) {
-  for (const Rule& r : kRules) {
-    if (r.topology == Topology::kNetwork && r.collective == collective && bytes <= r.max_bytes)
-      return r.algorithm;
-  }
-  return Algorithm::kDirect;  // unreachable: every collective has a network rule
+size_t AlgorithmTable::class_start(int k) {
+  return k == 0 ? 0 : size_t{1} << (k - 1);
 }
 
-size_t size_class_limit(Collective collective, size_t bytes, Topology topology) {
-  for (const Rule& r : kRules) {
-    if ((r.topology == topology || r.topology == Topology::kNetwork) && r.collective == collective &&
-        bytes <= r.max_bytes)
-      return r.max_bytes;
+size_t AlgorithmTable::class_end(int k) {
+  return k == 0 ? 1 : k >= 64 ? SIZE_MAX : size_t{1} << k;
+}
+
+AlgorithmTable AlgorithmTable::build(const GroupShape& shape, const CostModel& model,
+                                     const std::string& overrides, bool leaders) {
+  AlgorithmTable t;
+  t.shape_ = shape;
+  t.model_ = model;
+  for (int c = 0; c < kCollectives; ++c) {
+    for (int k = 0; k < kClasses; ++k) {
+      // Priced at the class's largest size.
+      const double bytes = static_cast<double>(class_end(k) - 1);
+      t.chosen_[c][k] = cheapest(static_cast<Collective>(c), shape, model, bytes);
+    }
   }
-  return kAny;
+  std::stringstream ss(overrides);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    std::string body = item;
+    const bool for_leaders = body.rfind("leaders.", 0) == 0;
+    if (for_leaders) body = body.substr(8);
+    if (for_leaders != leaders) continue;
+    // collective=algorithm, or collective:LO-HI:algorithm
+    std::string collective_text, range, algorithm_text;
+    const size_t eq = body.find('=');
+    const size_t colon = body.find(':');
+    if (eq != std::string::npos && colon == std::string::npos) {
+      collective_text = body.substr(0, eq);
+      algorithm_text = body.substr(eq + 1);
+    } else if (colon != std::string::npos && eq == std::string::npos) {
+      const size_t second = body.find(':', colon + 1);
+      if (second == std::string::npos) {
+        t.unparsable_ = invalid_argument("COHORT_ALGO item '" + item +
+                                         "' is not collective=algorithm or collective:LO-HI:algorithm");
+        return t;
+      }
+      collective_text = body.substr(0, colon);
+      range = body.substr(colon + 1, second - colon - 1);
+      algorithm_text = body.substr(second + 1);
+    } else {
+      t.unparsable_ = invalid_argument("COHORT_ALGO item '" + item +
+                                       "' is not collective=algorithm or collective:LO-HI:algorithm");
+      return t;
+    }
+    Collective collective;
+    if (!parse_collective(collective_text, &collective)) {
+      t.unparsable_ = invalid_argument("COHORT_ALGO item '" + item + "' names unknown collective '" +
+                                       collective_text + "'");
+      return t;
+    }
+    Override o{0, SIZE_MAX, Algorithm::kDirect, item};
+    if (!range.empty()) {
+      const size_t dash = range.find('-');
+      const std::string lo = range.substr(0, dash),
+                        hi = dash == std::string::npos ? "" : range.substr(dash + 1);
+      if (dash == std::string::npos || !parse_size(lo, &o.from) || (!hi.empty() && !parse_size(hi, &o.to)) ||
+          o.to <= o.from) {
+        t.unparsable_ = invalid_argument("COHORT_ALGO item '" + item + "': '" + range +
+                                         "' is not a range of bytes per rank LO-HI (e.g. 0-64K, 64K-)");
+        return t;
+      }
+    }
+    const int c = static_cast<int>(collective);
+    if (!parse_algorithm(algorithm_text, &o.algorithm)) {
+      t.refused_[c] = invalid_argument("COHORT_ALGO names unknown algorithm '" + algorithm_text +
+                                       "' (item '" + item + "')");
+      continue;
+    }
+    const std::string why = why_cannot_run(o.algorithm, collective, shape);
+    if (!why.empty()) {
+      t.refused_[c] = invalid_argument("COHORT_ALGO item '" + item + "' cannot run on this group (" +
+                                       shape.describe() + "): " + why);
+      continue;
+    }
+    t.overrides_[c].push_back(o);
+  }
+  return t;
+}
+
+AlgorithmTable AlgorithmTable::for_config(const GroupShape& shape, bool leaders) {
+  return build(shape, CostModel::from_config(), config_string(knobs::kAlgo), leaders);
+}
+
+Result<Algorithm> AlgorithmTable::choose(Collective collective, size_t bytes) const {
+  const int c = static_cast<int>(collective);
+  if (!unparsable_.ok()) return unparsable_;
+  if (!refused_[c].ok()) return refused_[c];
+  for (const Override& o : overrides_[c]) {
+    if (bytes >= o.from && bytes < o.to) return o.algorithm;
+  }
+  return chosen_[c][class_of(bytes)];
+}
+
+size_t AlgorithmTable::class_limit(Collective collective, size_t bytes) const {
+  const int c = static_cast<int>(collective);
+  int k = class_of(bytes);
+  const Algorithm a = chosen_[c][k];
+  while (k + 1 < kClasses && chosen_[c][k + 1] == a) ++k;
+  return class_end(k) == SIZE_MAX ? SIZE_MAX : class_end(k) - 1;
+}
+
+std::string AlgorithmTable::describe() const {
+  std::ostringstream out;
+  out << "# " << shape_.describe() << "; bytes per rank (all_gather, reduce_scatter, gather, scatter, "
+      << "all_to_all: a rank's block); LO-HI is LO <= bytes < HI; predicted time of the winner and the "
+         "runner-up at the largest size of each run\n";
+  for (int c = 0; c < kCollectives; ++c) {
+    const Collective collective = static_cast<Collective>(c);
+    if (!refused_[c].ok())
+      out << collective_name(collective) << "  refused: " << refused_[c].message() << "\n";
+    for (const Override& o : overrides_[c]) {
+      out << collective_name(collective) << "  " << size_text(o.from) << "-" << size_text(o.to) << "  "
+          << algorithm_name(o.algorithm) << "  (forced by COHORT_ALGO)\n";
+    }
+    int k = 0;
+    // Sizes up to 1 GiB a rank: the classes above only repeat the last.
+    constexpr int kLastShown = 31;
+    while (k <= kLastShown) {
+      const Algorithm a = chosen_[c][k];
+      int last = k;
+      while (last + 1 <= kLastShown && chosen_[c][last + 1] == a) ++last;
+      const double top = static_cast<double>(class_end(last) - 1);
+      double best = registry_entry(a).cost(collective, shape_, model_, top);
+      std::string runner_up;
+      double second = 0;
+      for (const AlgorithmEntry& e : algorithm_registry()) {
+        if (e.algorithm == a || !e.runs(collective) || !e.fits(shape_.topology)) continue;
+        const double s = e.cost(collective, shape_, model_, top);
+        if (runner_up.empty() || s < second) runner_up = e.name, second = s;
+      }
+      out << collective_name(collective) << "  " << size_text(class_start(k)) << "-"
+          << (last == kLastShown ? "" : size_text(class_end(last))) << "  " << algorithm_name(a) << "  ("
+          << time_text(best);
+      if (!runner_up.empty()) out << "; " << runner_up << " " << time_text(second);
+      out << ")\n";
+      k = last + 1;
+    }
+  }
+  return out.str();
 }
 
 Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size, Topology topology) {
-  (void)world_size;  // every algorithm here handles every world size
-  // Read COHORT_ALGO again only when the config changed: the registry's
-  // lookup costs more than a small collective over shared memory.
-  thread_local uint64_t seen_generation = ~uint64_t{0};
-  thread_local std::string overrides;
-  if (config_generation() != seen_generation) {
-    seen_generation = config_generation();
-    overrides = config_string(knobs::kAlgo);
-  }
-  if (!overrides.empty()) {
-    std::stringstream ss(overrides);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      auto eq = item.find('=');
-      if (eq == std::string::npos) {
-        return invalid_argument("COHORT_ALGO item '" + item + "' is not collective=algorithm");
-      }
-      if (item.substr(0, eq) != collective_name(collective)) continue;
-      Algorithm a;
-      if (!parse_algorithm(item.substr(eq + 1), &a)) {
-        return invalid_argument("COHORT_ALGO names unknown algorithm '" + item.substr(eq + 1) + "'");
-      }
-      if (!can_run(a, collective)) {
-        return invalid_argument(std::string("COHORT_ALGO: ") + algorithm_name(a) + " cannot run " +
-                                collective_name(collective));
-      }
-      // shm_direct on a group that spans hosts (or hierarchical on one
-      // host) cannot run: the table's choice stands.
-      if (fits(a, topology)) return a;
-      break;
-    }
-  }
-  for (const Rule& r : kRules) {
-    if ((r.topology == topology || r.topology == Topology::kNetwork) && r.collective == collective &&
-        bytes <= r.max_bytes)
-      return r.algorithm;
-  }
-  return invalid_argument(std::string("no algorithm for ") + collective_name(collective));
+  GroupShape shape = GroupShape::flat(world_size);
+  if (topology == Topology::kOneHost) shape = GroupShape{world_size, 1, world_size, Topology::kOneHost};
+  if (topology == Topology::kHosts) shape = GroupShape::of(world_size, (world_size + 1) / 2);
+  return AlgorithmTable::for_config(shape).choose(collective, bytes);
 }
 
 }  // namespace cohort

@@ -1,67 +1,82 @@
-// selection.h: which algorithm runs a collective, from one table.
+// selection.h: which algorithm runs a collective, decided once per group.
 //
-// The table (selection.cc) chooses by collective, message size, world size
-// and where the ranks are (one host with shared memory, several hosts with
-// shared memory within each, or only the network); COHORT_ALGO overrides it
-// per collective ("all_reduce=ring,broadcast=binomial_tree").
+// An AlgorithmTable is built when a group is made (and again when the
+// config changes): for each collective and size class (powers of two of
+// the bytes per rank) the cost model (cost_model.h) prices every entry of
+// the registry (registry.h) that can run in the group's shape, and the
+// cheapest wins. COHORT_ALGO's overrides, parsed then, go on top:
+//
+//   collective=algorithm               every size
+//   collective:LO-HI:algorithm         LO <= bytes per rank < HI (K, M, G:
+//                                      KiB, MiB, GiB; no HI: no bound)
+//   leaders.collective...              the leaders' step of a hierarchical
+//                                      collective (between hosts)
+//
+// An override that cannot run in this group is refused: the collective
+// fails, naming the item and why, rather than running something else.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
+#include <vector>
 
+#include "algorithms/cost_model.h"
+#include "algorithms/registry.h"
 #include "common/status.h"
 
 namespace cohort {
 
-enum class Collective {
-  kAllReduce,
-  kBroadcast,
-  kReduce,
-  kAllGather,
-  kGather,
-  kScatter,
-  kReduceScatter,
-  kAllToAll,
-  kBarrier
+class AlgorithmTable {
+ public:
+  AlgorithmTable() = default;
+  // build: the table for `shape` under `model`, then `overrides` (COHORT_ALGO's
+  // grammar; `leaders` takes the items prefixed "leaders." instead of the others).
+  static AlgorithmTable build(const GroupShape& shape, const CostModel& model, const std::string& overrides,
+                              bool leaders = false);
+  // for_config: build with the config's cost model and COHORT_ALGO.
+  static AlgorithmTable for_config(const GroupShape& shape, bool leaders = false);
+
+  // choose: the algorithm for `bytes` per rank; an error when an override
+  // for it was refused (or COHORT_ALGO could not be parsed).
+  Result<Algorithm> choose(Collective collective, size_t bytes) const;
+  // class_limit: the largest size alike to `bytes` (the same choice for
+  // every size from the class's start to it), SIZE_MAX when unbounded.
+  size_t class_limit(Collective collective, size_t bytes) const;
+  const GroupShape& shape() const { return shape_; }
+
+  // describe: the table in force, one line a collective and run of sizes
+  // with the winner's predicted time and the runner-up's (cohort-info).
+  std::string describe() const;
+
+ private:
+  // Classes: 0 bytes, then [2^(k-1), 2^k) for k = 1..64.
+  static constexpr int kClasses = 65;
+  static int class_of(size_t bytes);
+  static size_t class_start(int k);
+  static size_t class_end(int k);  // one past the last size in class k
+
+  struct Override {
+    size_t from, to;  // [from, to)
+    Algorithm algorithm;
+    std::string item;
+  };
+
+  GroupShape shape_;
+  CostModel model_{};
+  std::array<std::array<Algorithm, kClasses>, kCollectives> chosen_{};
+  std::array<std::vector<Override>, kCollectives> overrides_;
+  std::array<Status, kCollectives> refused_{};  // an override for it that cannot run
+  Status unparsable_;                           // COHORT_ALGO's grammar broken: every collective fails
 };
 
-enum class Algorithm {
-  kRing,
-  kRecursiveDoubling,
-  kHalvingDoubling,
-  kBinomialTree,
-  kDirect,
-  kPairwise,
-  kDissemination,
-  kShmDirect,     // one host: straight through shared memory
-  kHierarchical,  // several hosts: within each host, then between leaders
-  kChain,         // broadcast down a pipelined chain of ranks
-};
-
-// Topology is where a group's ranks are, as far as the table cares.
-enum class Topology {
-  kNetwork,  // no two ranks share memory
-  kOneHost,  // every rank on one host, sharing memory
-  kHosts,    // several hosts, some with more than one rank sharing memory
-};
-
-const char* collective_name(Collective c);
-const char* algorithm_name(Algorithm a);
-
-// choose_algorithm returns the algorithm for `bytes` (per rank) on
-// `world_size` ranks. Fails with kInvalidArgument when COHORT_ALGO names an
-// unknown algorithm, or one that cannot run that collective.
+// choose_algorithm: the table's choice for a flat or one-host group of
+// `world_size` ranks or, for kHosts, of world_size ranks two a host (for
+// tests and tools; groups keep their own table).
 Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size,
                                    Topology topology = Topology::kNetwork);
 
-// size_class_limit returns the largest size (bytes per rank) that the
-// table's rule for `bytes` covers, SIZE_MAX for the open-ended ones: sizes
-// with the same limit are chosen for alike (COHORT_DEBUG=info logs each
-// class once).
-size_t size_class_limit(Collective collective, size_t bytes, Topology topology);
-
-// network_algorithm is the table's choice among the message-passing
-// algorithms, without overrides (the leaders' step of a hierarchical one).
-Algorithm network_algorithm(Collective collective, size_t bytes);
+// parse_size: "64K" -> 65536 (K, M, G are powers of 1024); false when not a size.
+bool parse_size(const std::string& text, size_t* out);
 
 }  // namespace cohort

@@ -12,14 +12,15 @@ namespace cohort {
 namespace {
 
 constexpr size_t kSegmentBytes = 1 << 20;
+
+}  // namespace
+
 // A chain's segment: an eighth of the buffer, so that the P-1 segments of
 // fill cost little against the whole, between 16 KiB (a step's fixed cost
 // stays small against its transfer) and 256 KiB (~1 ms at 2 Gbit/s).
 size_t chain_segment_bytes(size_t total) {
   return std::min<size_t>(256 << 10, std::max<size_t>(16 << 10, total / 8));
 }
-
-}  // namespace
 
 Status broadcast(AlgoContext& c, const Buffer& buf, int root) {
   const int p = c.transport.size();
@@ -82,8 +83,8 @@ Status chain_broadcast(AlgoContext& c, const Buffer& buf, int root) {
     const bool has_forward = parent < 0 ? k < segments : k >= 1;
     if (child >= 0 && has_forward) {
       const size_t s = parent < 0 ? k : k - 1;
-      send = SendRequest{child, MessageKind::kCollective, c.tag(static_cast<uint32_t>(s)),
-                         data + s * segment, length(s)};
+      send = SendRequest{child, MessageKind::kCollective, c.tag(static_cast<uint32_t>(s)), data + s * segment,
+                         length(s)};
       ns = 1;
     }
     if (parent >= 0 && k < segments) {

@@ -209,11 +209,28 @@ inline constexpr KnobSpec kFileStoreCompactBytes{
 
 inline constexpr KnobSpec kAlgo{
     "COHORT_ALGO", KnobType::kString, "",
-    "Overrides the algorithm table, e.g. 'all_reduce=ring,broadcast=binomial_tree'. Names: ring, "
-    "recursive_doubling, halving_doubling, binomial_tree, chain (broadcast), direct, pairwise, "
-    "dissemination, "
-    "shm_direct (all ranks on one host), hierarchical (several hosts); one that cannot run where the group's "
-    "ranks are leaves the table's choice."};
+    "Overrides the algorithm table: 'collective=algorithm' for every size, "
+    "'collective:LO-HI:algorithm' for LO <= bytes per rank < HI (K, M, G; no HI: no bound), "
+    "'leaders.collective...' for the step between hosts of a hierarchical one; e.g. "
+    "'all_gather:0-64K:bruck,all_gather:64K-:ring'. Names: ring, recursive_doubling, "
+    "halving_doubling, bruck (all_gather), recursive_halving (reduce_scatter), binomial_tree, "
+    "chain and scatter_all_gather (broadcast), direct, pairwise, dissemination, shm_direct (all "
+    "ranks on one host), hierarchical (several hosts). An item that cannot run on a group is "
+    "refused: that collective fails, naming the item and why."};
+
+inline constexpr KnobSpec kCostTcpUs{
+    "COHORT_COST_TCP_US",
+    KnobType::kFloat,
+    "0",
+    "The algorithm table's price of one message between hosts, in microseconds (0: the default "
+    "measured on loopback TCP, 20). With COHORT_LINK_GBITS (the link's rate) it tells the cost "
+    "model what the network costs, so that it chooses between few steps and little data as the "
+    "cluster's links do (cohort-info --algorithms prints the result). Give every rank the same.",
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1000000};
 
 inline constexpr KnobSpec kDefaultTimeoutS{
     "COHORT_TIMEOUT_S",
@@ -408,6 +425,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kJobId,
     &kTcpSpinUs,
     &kAlgo,
+    &kCostTcpUs,
     &kDefaultTimeoutS,
     &kMpiThread,
     &kMpiWait,

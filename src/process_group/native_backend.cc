@@ -26,12 +26,18 @@ NativeBackend::NativeBackend(std::unique_ptr<Transport> transport, std::shared_p
     : Backend("cohort"), transport_(std::move(transport)), arena_(std::move(arena_owner)) {
   shm::Arena* arena = arena_.get();
   int hosts = 0;
-  for (int q = 0; q < transport_->size(); ++q) hosts += transport_->host_of(q) == q ? 1 : 0;
+  std::vector<int> per_host(static_cast<size_t>(transport_->size()), 0);
+  for (int q = 0; q < transport_->size(); ++q) {
+    hosts += transport_->host_of(q) == q ? 1 : 0;
+    ++per_host[static_cast<size_t>(transport_->host_of(q))];
+  }
   if (arena && arena->local_size() == transport_->size()) {
     topology_ = Topology::kOneHost;
   } else if (hosts < transport_->size()) {
     topology_ = Topology::kHosts;
   }
+  shape_ =
+      GroupShape{transport_->size(), hosts, *std::max_element(per_host.begin(), per_host.end()), topology_};
   const char* how[] = {"no shared memory", "one host, shared memory", "shared memory within hosts"};
   log_choices_ = debug_level() != DebugLevel::kOff;
   COHORT_LOG(kDebug) << "rank " << transport_->rank() << ": " << hosts << " hosts, "
@@ -41,13 +47,16 @@ NativeBackend::NativeBackend(std::unique_ptr<Transport> transport, std::shared_p
 }
 
 Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, const OpContext& op) {
-  LastChoice& last = last_choice_[static_cast<size_t>(collective)];
   const uint64_t generation = config_generation();
-  if (last.generation == generation && last.bytes == bytes && !log_choices_) return last.algorithm;
-  auto algorithm = choose_algorithm(collective, bytes, transport_->size(), topology_);
-  if (algorithm.ok()) last = LastChoice{generation, bytes, algorithm.value()};
+  if (generation != table_generation_) {
+    table_generation_ = generation;
+    table_ = AlgorithmTable::for_config(shape_);
+    if (topology_ == Topology::kHosts)
+      leaders_table_ = AlgorithmTable::for_config(GroupShape::flat(shape_.hosts), true);
+  }
+  auto algorithm = table_.choose(collective, bytes);
   if (log_choices_ && algorithm.ok())
-    choice_log_.note(collective, bytes, algorithm.value(), topology_, transport_->size(), *op.what);
+    choice_log_.note(collective, bytes, algorithm.value(), table_, *op.what);
   return algorithm;
 }
 
@@ -123,8 +132,8 @@ AlgoContext NativeBackend::context(const OpContext& op, bool direct) {
   // A direct shared-memory algorithm looks at the deadline only when it
   // has to sleep: it keeps the blocking call's unconverted one. The others
   // look at it on every send and poll.
-  return AlgoContext{*transport_, op.sequence, direct ? op.deadline : op.deadline.resolved(), *op.what,
-                     scratch_};
+  return AlgoContext{*transport_, op.sequence, direct ? op.deadline : op.deadline.resolved(),
+                     *op.what,    scratch_,    &leaders_table_};
 }
 
 void NativeBackend::premultiply(const Buffer& buffer, ReduceOp reduce_op) {
@@ -144,6 +153,7 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
     return direct_done(shm_broadcast(c, *arena_, buffer, root), op);
   }
   if (algorithm.value() == Algorithm::kChain) return chain_broadcast(c, buffer, root);
+  if (algorithm.value() == Algorithm::kScatterAllGather) return scatter_all_gather_broadcast(c, buffer, root);
   return cohort::broadcast(c, buffer, root);
 }
 
@@ -221,23 +231,22 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
   if (algorithm.value() == Algorithm::kHierarchical) {
     return direct_done(hierarchical_all_gather(c, arena_.get(), input, outputs), op);
   }
+  if (algorithm.value() == Algorithm::kBruck) return bruck_all_gather(c, input, outputs);
   return cohort::all_gather(c, input, outputs);
 }
 
 Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,
                              const OpContext& op) {
-  if (log_choices_)
-    choice_log_.note(Collective::kGather, input.bytes(), Algorithm::kDirect, topology_, transport_->size(),
-                     *op.what);
+  auto algorithm = choose(Collective::kGather, input.bytes(), op);
+  if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, false);
   return cohort::gather(c, input, outputs, root);
 }
 
 Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root,
                               const OpContext& op) {
-  if (log_choices_)
-    choice_log_.note(Collective::kScatter, output.bytes(), Algorithm::kDirect, topology_, transport_->size(),
-                     *op.what);
+  auto algorithm = choose(Collective::kScatter, output.bytes(), op);
+  if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, false);
   return cohort::scatter(c, output, inputs, root);
 }
@@ -264,7 +273,10 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
   if (algorithm.value() == Algorithm::kShmDirect) {
     st = direct_done(shm_reduce_scatter(c, *arena_, output, views, algorithm_op(reduce_op)), op);
   } else if (algorithm.value() == Algorithm::kHierarchical) {
-    st = direct_done(hierarchical_reduce_scatter(c, arena_.get(), output, views, algorithm_op(reduce_op)), op);
+    st =
+        direct_done(hierarchical_reduce_scatter(c, arena_.get(), output, views, algorithm_op(reduce_op)), op);
+  } else if (algorithm.value() == Algorithm::kRecursiveHalving) {
+    st = halving_reduce_scatter(c, output, views, algorithm_op(reduce_op));
   } else {
     st = cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
   }

@@ -81,15 +81,13 @@ class NativeBackend : public Backend {
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)
   std::vector<uint8_t> premul_;   // PREMUL_SUM's scaled copy of the inputs
   bool log_choices_ = false;      // COHORT_DEBUG is info or detail, read at creation
-  // The last choice per collective, reused while the size and the config
-  // stay the same (a table walk and a config check cost as much as a small
-  // collective over shared memory); touched by the driving thread only.
-  struct LastChoice {
-    uint64_t generation = ~uint64_t{0};
-    size_t bytes = 0;
-    Algorithm algorithm = Algorithm::kDirect;
-  };
-  LastChoice last_choice_[static_cast<size_t>(Collective::kBarrier) + 1];
+  // The algorithm table of this group's shape, and of its hosts' leaders,
+  // built at creation and again when the config changes (COHORT_ALGO):
+  // a choice is then an array lookup. Touched by the driving thread only.
+  GroupShape shape_;
+  AlgorithmTable table_;
+  AlgorithmTable leaders_table_;
+  uint64_t table_generation_ = ~uint64_t{0};
   ChoiceLog choice_log_;
   std::vector<SendRequest> fingerprint_sends_;  // reused by exchange_fingerprints
   std::vector<RecvRequest> fingerprint_recvs_;

@@ -156,10 +156,20 @@ inline std::vector<ReduceOp> ops_for(DType dtype) {
 // algorithms choose by bytes, not dtype, so the large-message paths still
 // run (with 4- and 2-byte elements), and every dtype's kernels still run at
 // the other counts.
+// large_counts_for_every_dtype: whether counts_for gives every dtype a
+// count over 1 MiB, or only float32 and float16 (the algorithm matrix,
+// which runs each algorithm at up to 16 ranks, and sanitized builds).
+inline bool& large_counts_for_every_dtype() {
+  static bool every = true;
+  return every;
+}
+
 inline std::vector<size_t> counts_for(DType dtype) {
 #ifdef COHORT_SANITIZED_BUILD
   if (dtype != DType::kFloat32 && dtype != DType::kFloat16) return {0, 1, 7, 20001};
 #endif
+  if (!large_counts_for_every_dtype() && dtype != DType::kFloat32 && dtype != DType::kFloat16)
+    return {0, 1, 7, 20001};
   return {0, 1, 7, 20001, (size_t{1} << 20) / dtype_size(dtype) + 3};
 }
 

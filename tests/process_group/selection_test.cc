@@ -9,14 +9,14 @@
 namespace cohort::testing {
 namespace {
 
-TEST(AlgorithmSelection, TablePicksLatencyOrBandwidthAlgorithms) {
+TEST(AlgorithmSelection, CostModelPicksLatencyOrBandwidthAlgorithms) {
   reset_config("COHORT_ALGO");
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 4, 8).value(), Algorithm::kRecursiveDoubling);
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 256 << 10, 8).value(), Algorithm::kHalvingDoubling);
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 64 << 20, 8).value(), Algorithm::kRing);
   // Broadcast: a tree while latency counts, a chain (each link carries the
   // data once) once bandwidth does.
-  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 16 << 10, 5).value(), Algorithm::kBinomialTree);
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 8 << 10, 5).value(), Algorithm::kBinomialTree);
   EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 5).value(), Algorithm::kChain);
   // Across hosts with shared memory within them, each byte over a link once.
   for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
@@ -25,23 +25,106 @@ TEST(AlgorithmSelection, TablePicksLatencyOrBandwidthAlgorithms) {
     EXPECT_EQ(choose_algorithm(c, 64 << 20, 4, Topology::kHosts).value(), Algorithm::kHierarchical)
         << collective_name(c);
   }
-  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 1 << 20, 4, Topology::kHosts).value(),
-            Algorithm::kChain);
   EXPECT_EQ(choose_algorithm(Collective::kBarrier, 0, 3).value(), Algorithm::kDissemination);
+  // One host: straight through shared memory.
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 1 << 20, 4, Topology::kOneHost).value(),
+            Algorithm::kShmDirect);
+  EXPECT_EQ(choose_algorithm(Collective::kGather, 100, 4, Topology::kOneHost).value(), Algorithm::kDirect);
 }
 
-TEST(AlgorithmSelection, OverrideForcesAnAlgorithmAndRejectsNonsense) {
+// The table counts ranks: at 2 the ring's one step is as few as any; at 32
+// its 31 dependent steps lose to log2 P below the sizes where bandwidth
+// rules (issue 48: 2.4-4.9x behind Open MPI at 16-32 ranks).
+TEST(AlgorithmSelection, ManyRanksTakeLogStepAlgorithmsUntilBandwidthRules) {
+  reset_config("COHORT_ALGO");
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 16 << 10, 2).value(), Algorithm::kRing);
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 16 << 10, 32).value(), Algorithm::kBruck);
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 128, 17).value(), Algorithm::kBruck);
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 4 << 20, 32).value(), Algorithm::kRing);
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 16 << 10, 2).value(), Algorithm::kRing);
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 16 << 10, 32).value(), Algorithm::kRecursiveHalving);
+  EXPECT_EQ(choose_algorithm(Collective::kReduceScatter, 4 << 20, 32).value(), Algorithm::kRing);
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 256 << 10, 16).value(), Algorithm::kScatterAllGather);
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 4, 16).value(), Algorithm::kBinomialTree);
+}
+
+TEST(AlgorithmSelection, ATableIsDecidedOncePerSizeClassAndSaysWhatItChose) {
+  reset_config("COHORT_ALGO");
+  const AlgorithmTable t = AlgorithmTable::for_config(GroupShape::flat(32));
+  // Every size of a run of classes chooses alike; the limit ends the run.
+  const size_t limit = t.class_limit(Collective::kAllGather, 100);
+  ASSERT_LT(limit, SIZE_MAX);
+  EXPECT_EQ(t.choose(Collective::kAllGather, limit).value(), t.choose(Collective::kAllGather, 100).value());
+  EXPECT_NE(t.choose(Collective::kAllGather, limit + 1).value(),
+            t.choose(Collective::kAllGather, 100).value());
+  const std::string text = t.describe();
+  EXPECT_NE(text.find("32 ranks, none sharing memory"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_gather  0-"), std::string::npos) << text;
+  EXPECT_NE(text.find("  bruck  ("), std::string::npos) << text;
+}
+
+TEST(AlgorithmSelection, OverridesTakeSizeRangesAndRefuseWhatCannotRun) {
   set_config("COHORT_ALGO", "broadcast=binomial_tree,all_reduce=ring");
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 4, 8).value(), Algorithm::kRing);
-  set_config("COHORT_ALGO", "all_reduce=binomial_tree");
-  auto bad = choose_algorithm(Collective::kAllReduce, 4, 8);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("binomial_tree cannot run all_reduce"), std::string::npos);
-  set_config("COHORT_ALGO", "all_reduce=fastest");
-  EXPECT_NE(
-      choose_algorithm(Collective::kAllReduce, 4, 8).status().message().find("unknown algorithm 'fastest'"),
-      std::string::npos);
+  EXPECT_EQ(choose_algorithm(Collective::kBroadcast, 64 << 20, 8).value(), Algorithm::kBinomialTree);
+  set_config("COHORT_ALGO", "all_gather:0-64K:bruck,all_gather:64K-:ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 0, 2).value(), Algorithm::kBruck);
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, (64 << 10) - 1, 2).value(), Algorithm::kBruck);
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 64 << 10, 32).value(), Algorithm::kRing);
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 1 << 30, 32).value(), Algorithm::kRing);
+  // Outside every range the table decides.
+  set_config("COHORT_ALGO", "all_gather:1K-2K:ring");
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 4, 32).value(), Algorithm::kBruck);
+  EXPECT_EQ(choose_algorithm(Collective::kAllGather, 1500, 32).value(), Algorithm::kRing);
+
+  auto refused = [](const char* spec, Collective c, Topology t, const char* why) {
+    set_config("COHORT_ALGO", spec);
+    auto bad = choose_algorithm(c, 4, 8, t);
+    ASSERT_FALSE(bad.ok()) << spec;
+    EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
+  };
+  refused("all_reduce=binomial_tree", Collective::kAllReduce, Topology::kNetwork,
+          "binomial_tree cannot run all_reduce");
+  refused("all_reduce=fastest", Collective::kAllReduce, Topology::kNetwork, "unknown algorithm 'fastest'");
+  // Formerly dropped silently: an algorithm for another kind of group.
+  refused("all_reduce=shm_direct", Collective::kAllReduce, Topology::kNetwork,
+          "item 'all_reduce=shm_direct' cannot run on this group (8 ranks, none sharing memory): shm_direct "
+          "needs every rank on one host");
+  refused("all_gather=hierarchical", Collective::kAllGather, Topology::kOneHost,
+          "hierarchical needs several hosts");
+  refused("all_gather:64K-1K:ring", Collective::kAllGather, Topology::kNetwork, "is not a range");
+  refused("all_gather:x-:ring", Collective::kAllGather, Topology::kNetwork, "is not a range");
+  refused("allgather=ring", Collective::kAllReduce, Topology::kNetwork, "unknown collective 'allgather'");
+  refused("all_gather", Collective::kBarrier, Topology::kNetwork, "is not collective=algorithm");
+  // A refusal is the named collective's alone.
+  set_config("COHORT_ALGO", "all_reduce=shm_direct");
+  EXPECT_EQ(choose_algorithm(Collective::kBarrier, 0, 8).value(), Algorithm::kDissemination);
   reset_config("COHORT_ALGO");
+}
+
+TEST(AlgorithmSelection, LeadersOverridesApplyBetweenHostsOnly) {
+  set_config("COHORT_ALGO", "leaders.all_reduce=ring,all_gather=ring");
+  const AlgorithmTable group = AlgorithmTable::for_config(GroupShape::of(8, 4));
+  const AlgorithmTable leaders = AlgorithmTable::for_config(GroupShape::flat(4), true);
+  EXPECT_EQ(group.choose(Collective::kAllReduce, 4).value(), Algorithm::kHierarchical);
+  EXPECT_EQ(group.choose(Collective::kAllGather, 4).value(), Algorithm::kRing);
+  EXPECT_EQ(leaders.choose(Collective::kAllReduce, 4).value(), Algorithm::kRing);
+  EXPECT_EQ(leaders.choose(Collective::kAllGather, 4).value(), Algorithm::kBruck);
+  reset_config("COHORT_ALGO");
+}
+
+TEST(AlgorithmSelection, SizesReadAsBytesWithBinaryUnits) {
+  size_t v = 0;
+  EXPECT_TRUE(parse_size("64K", &v));
+  EXPECT_EQ(v, size_t{64} << 10);
+  EXPECT_TRUE(parse_size("3m", &v));
+  EXPECT_EQ(v, size_t{3} << 20);
+  EXPECT_TRUE(parse_size("0", &v));
+  EXPECT_EQ(v, 0u);
+  EXPECT_FALSE(parse_size("", &v));
+  EXPECT_FALSE(parse_size("K", &v));
+  EXPECT_FALSE(parse_size("12KB", &v));
+  EXPECT_FALSE(parse_size("99999999999999999999G", &v));
 }
 
 TEST(AlgorithmSelection, EveryAllReduceAlgorithmGivesTheSameSums) {

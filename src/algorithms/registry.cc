@@ -1,0 +1,252 @@
+#include "algorithms/registry.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "algorithms/algorithms.h"
+
+namespace cohort {
+namespace {
+
+constexpr uint32_t bit(Collective c) {
+  return 1u << static_cast<int>(c);
+}
+constexpr uint32_t bit(Topology t) {
+  return 1u << static_cast<int>(t);
+}
+constexpr uint32_t kAnywhere = bit(Topology::kNetwork) | bit(Topology::kOneHost) | bit(Topology::kHosts);
+
+int ceil_log2(int p) {
+  int steps = 0;
+  while ((1 << steps) < p) ++steps;
+  return steps;
+}
+int floor_log2(int p) {
+  int steps = 0;
+  while ((2 << steps) <= p) ++steps;
+  return steps;
+}
+// Ranks beyond the largest power of two fold in before and out after.
+bool folds(int p) {
+  return (p & (p - 1)) != 0;
+}
+
+// The costs. P ranks, n bytes, a = the link's latency, n/B its transfer.
+
+double ring_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const double p = s.ranks;
+  if (c == Collective::kAllGather) return (p - 1) * l.seconds(n);
+  // The reduce-scatter's segments are reduced while the next ones arrive:
+  // a segment's reduction shows, the rest hides behind the link.
+  const double block = c == Collective::kReduceScatter ? n : n / p;
+  const double reduce_scatter =
+      (p - 1) * l.seconds(block) + m.reduce_s(std::min<double>(block, kRingSegmentBytes)) * (p - 1);
+  if (c == Collective::kReduceScatter) return reduce_scatter;
+  return reduce_scatter + (p - 1) * l.seconds(block);  // all_reduce: then an all_gather
+}
+
+double recursive_doubling_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const int steps = floor_log2(s.ranks) + (folds(s.ranks) ? 2 : 0);
+  return steps * l.seconds(n) + floor_log2(s.ranks) * m.reduce_s(n);
+}
+
+double halving_doubling_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const int p2 = 1 << floor_log2(s.ranks);
+  const double moved = 2.0 * (p2 - 1) / p2 * n + (folds(s.ranks) ? 2 * n : 0.0);
+  const int steps = 2 * floor_log2(s.ranks) + (folds(s.ranks) ? 2 : 0);
+  return steps * l.latency_s + moved / l.bytes_per_s + m.reduce_s(n);
+}
+
+double binomial_tree_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const int steps = ceil_log2(s.ranks);
+  return steps * l.seconds(n) + (c == Collective::kReduce ? steps * m.reduce_s(n) : 0.0);
+}
+
+double chain_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const double segment = static_cast<double>(chain_segment_bytes(static_cast<size_t>(n)));
+  const double segments = std::max(1.0, std::ceil(n / segment));
+  return (s.ranks - 1 + segments - 1) * l.seconds(std::min(n, segment));
+}
+
+double bruck_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const double p = s.ranks;
+  // The blocks go into a rotated copy and out again.
+  return ceil_log2(s.ranks) * l.latency_s + (p - 1) * n / l.bytes_per_s + 2 * m.copy_s(p * n);
+}
+
+double recursive_halving_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const double p = s.ranks;
+  const int p2 = 1 << floor_log2(s.ranks);
+  const bool fold = folds(s.ranks);
+  const double moved = (p2 - 1.0) / p2 * p * n + (fold ? p * n + n : 0.0);
+  const int steps = floor_log2(s.ranks) + (fold ? 2 : 0);
+  return steps * l.latency_s + moved / l.bytes_per_s +
+         m.reduce_s((p2 - 1.0) / p2 * p * n + (fold ? p * n : 0)) + m.copy_s(p * n);
+}
+
+double scatter_all_gather_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const double p = s.ranks;
+  const double spread = (p - 1) / p * n;
+  return l.seconds(spread) + bruck_cost(Collective::kAllGather, s, m, n / p);
+}
+
+double direct_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  // Every message posted at once: the root's link carries P-1 blocks.
+  const LinkCost l = m.messages(s);
+  return l.latency_s + (s.ranks - 1) * n / l.bytes_per_s;
+}
+
+double pairwise_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  return l.latency_s + (s.ranks - 1) * n / l.bytes_per_s;
+}
+
+double dissemination_cost(Collective, const GroupShape& s, const CostModel& m, double) {
+  return ceil_log2(s.ranks) * m.messages(s).latency_s;
+}
+
+double shm_direct_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost& l = m.shm_direct;
+  const double p = s.ranks;
+  switch (c) {
+    case Collective::kAllReduce:
+      return 2 * l.latency_s + 2 * n / l.bytes_per_s + m.reduce_s(n);
+    case Collective::kReduceScatter:
+      return 2 * l.latency_s + p * n / l.bytes_per_s + m.reduce_s(n);
+    case Collective::kReduce:
+      return 2 * l.latency_s + n / l.bytes_per_s + m.reduce_s(n);
+    case Collective::kAllGather:
+    case Collective::kAllToAll:
+      return l.latency_s + p * n / l.bytes_per_s;
+    default:
+      return l.seconds(n);
+  }
+}
+
+// Within each host through shared memory, then between one rank of each
+// host: the leaders' step is the cheapest flat algorithm for the hosts.
+double hierarchical_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
+  const GroupShape leaders = GroupShape::flat(s.hosts);
+  const double r = s.most_per_host;
+  double between = 0;
+  if (c == Collective::kAllReduce) {
+    cheapest(Collective::kAllReduce, leaders, m, n, &between);
+    return 2 * m.shm_direct.seconds(n) + m.reduce_s(n) + between;
+  }
+  // all_gather and reduce_scatter: each host's block (its ranks' blocks)
+  // goes round a ring of the hosts.
+  between = (s.hosts - 1) * m.network.seconds(r * n);
+  return m.shm_direct.seconds(s.ranks * n) + between +
+         (c == Collective::kReduceScatter ? m.reduce_s(s.ranks * n) : 0.0);
+}
+
+const std::vector<AlgorithmEntry>& entries() {
+  static const std::vector<AlgorithmEntry> kEntries = {
+      {Algorithm::kShmDirect, "shm_direct",
+       bit(Collective::kAllReduce) | bit(Collective::kBroadcast) | bit(Collective::kReduce) |
+           bit(Collective::kAllGather) | bit(Collective::kReduceScatter) | bit(Collective::kAllToAll) |
+           bit(Collective::kBarrier),
+       bit(Topology::kOneHost), shm_direct_cost,
+       "one host: flags and slots in shared memory, one or two steps"},
+      {Algorithm::kHierarchical, "hierarchical",
+       bit(Collective::kAllReduce) | bit(Collective::kAllGather) | bit(Collective::kReduceScatter),
+       bit(Topology::kHosts), hierarchical_cost,
+       "within each host through shared memory, then between hosts (each byte over a host's link once)"},
+      {Algorithm::kRecursiveDoubling, "recursive_doubling", bit(Collective::kAllReduce), kAnywhere,
+       recursive_doubling_cost, "log2 P steps of the whole vector"},
+      {Algorithm::kHalvingDoubling, "halving_doubling", bit(Collective::kAllReduce), kAnywhere,
+       halving_doubling_cost, "Rabenseifner: 2 log2 P steps, 2(P-1)/P of the data"},
+      {Algorithm::kRing, "ring",
+       bit(Collective::kAllReduce) | bit(Collective::kAllGather) | bit(Collective::kReduceScatter), kAnywhere,
+       ring_cost, "P-1 steps (2(P-1) for all_reduce), (P-1)/P of the data each way, reduced as it lands"},
+      {Algorithm::kBruck, "bruck", bit(Collective::kAllGather), kAnywhere, bruck_cost,
+       "ceil(log2 P) steps, (P-1)/P of the data, one copy in and out"},
+      {Algorithm::kRecursiveHalving, "recursive_halving", bit(Collective::kReduceScatter), kAnywhere,
+       recursive_halving_cost, "log2 P steps, (P-1)/P of the data"},
+      {Algorithm::kBinomialTree, "binomial_tree", bit(Collective::kBroadcast) | bit(Collective::kReduce),
+       kAnywhere, binomial_tree_cost, "ceil(log2 P) steps of the whole buffer"},
+      {Algorithm::kChain, "chain", bit(Collective::kBroadcast), kAnywhere, chain_cost,
+       "P-1 segments of fill, then each link carries the buffer once"},
+      {Algorithm::kScatterAllGather, "scatter_all_gather", bit(Collective::kBroadcast), kAnywhere,
+       scatter_all_gather_cost, "a scatter from the root, then Bruck's all_gather: 2(P-1)/P of the data"},
+      {Algorithm::kDirect, "direct", bit(Collective::kGather) | bit(Collective::kScatter), kAnywhere,
+       direct_cost, "the root exchanges with every rank at once"},
+      {Algorithm::kPairwise, "pairwise", bit(Collective::kAllToAll), kAnywhere, pairwise_cost,
+       "every pair's exchange at once"},
+      {Algorithm::kDissemination, "dissemination", bit(Collective::kBarrier), kAnywhere, dissemination_cost,
+       "ceil(log2 P) rounds"},
+  };
+  return kEntries;
+}
+
+}  // namespace
+
+const char* collective_name(Collective c) {
+  static const char* const kNames[] = {"all_reduce", "broadcast",      "reduce",     "all_gather", "gather",
+                                       "scatter",    "reduce_scatter", "all_to_all", "barrier"};
+  return kNames[static_cast<int>(c)];
+}
+
+bool parse_collective(const std::string& name, Collective* out) {
+  for (int k = 0; k < kCollectives; ++k) {
+    if (name == collective_name(static_cast<Collective>(k))) return *out = static_cast<Collective>(k), true;
+  }
+  return false;
+}
+
+const std::vector<AlgorithmEntry>& algorithm_registry() {
+  return entries();
+}
+
+const AlgorithmEntry& registry_entry(Algorithm a) {
+  for (const AlgorithmEntry& e : entries()) {
+    if (e.algorithm == a) return e;
+  }
+  return entries().front();  // unreachable: every Algorithm has an entry
+}
+
+const char* algorithm_name(Algorithm a) {
+  return registry_entry(a).name;
+}
+
+bool parse_algorithm(const std::string& name, Algorithm* out) {
+  for (const AlgorithmEntry& e : entries()) {
+    if (name == e.name) return *out = e.algorithm, true;
+  }
+  return false;
+}
+
+std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape) {
+  const AlgorithmEntry& e = registry_entry(a);
+  if (!e.runs(c)) return std::string(e.name) + " cannot run " + collective_name(c);
+  if (!e.fits(shape.topology)) {
+    if (a == Algorithm::kShmDirect) return "shm_direct needs every rank on one host, with shared memory";
+    if (a == Algorithm::kHierarchical)
+      return "hierarchical needs several hosts with shared memory within them";
+    return std::string(e.name) + " cannot run on " + shape.describe();
+  }
+  return "";
+}
+
+Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
+                   double* seconds) {
+  const AlgorithmEntry* best = nullptr;
+  double best_s = 0;
+  for (const AlgorithmEntry& e : entries()) {
+    if (!e.runs(c) || !e.fits(shape.topology)) continue;
+    const double s = e.cost(c, shape, model, bytes);
+    if (!best || s < best_s) best = &e, best_s = s;
+  }
+  if (seconds) *seconds = best_s;
+  return best ? best->algorithm : Algorithm::kDirect;
+}
+
+}  // namespace cohort

@@ -1,0 +1,84 @@
+// registry.h: every collective algorithm cohort has, in one list.
+//
+// An entry says what the algorithm runs (which collectives, where the
+// ranks may be, any P or powers of two only) and what it costs: dependent
+// steps and bytes on each link, priced by the cost model for a group's
+// shape and a size. The algorithm table (selection.h) takes the cheapest
+// entry that can run; COHORT_ALGO can force any entry that can. Adding an
+// algorithm: its own file, one entry here (registry.cc), its case in the
+// backend's dispatch (native_backend.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/cost_model.h"
+
+namespace cohort {
+
+enum class Collective {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier
+};
+constexpr int kCollectives = static_cast<int>(Collective::kBarrier) + 1;
+
+enum class Algorithm {
+  kRing,
+  kRecursiveDoubling,
+  kHalvingDoubling,
+  kBinomialTree,
+  kDirect,
+  kPairwise,
+  kDissemination,
+  kShmDirect,         // one host: straight through shared memory
+  kHierarchical,      // several hosts: within each host, then between leaders
+  kChain,             // broadcast down a pipelined chain of ranks
+  kBruck,             // all_gather in ceil(log2 P) steps
+  kRecursiveHalving,  // reduce_scatter in log2 P steps
+  kScatterAllGather,  // broadcast as a scatter, then Bruck's all_gather
+};
+
+const char* collective_name(Collective c);
+bool parse_collective(const std::string& name, Collective* out);
+
+// AlgorithmCost prices one call of `bytes` (per rank, as the table counts
+// them: a rank's block for all_gather, reduce_scatter, gather, scatter and
+// all_to_all, the whole buffer for the others), in seconds.
+using AlgorithmCost = double (*)(Collective collective, const GroupShape& shape, const CostModel& model,
+                                 double bytes);
+
+struct AlgorithmEntry {
+  Algorithm algorithm;
+  const char* name;
+  uint32_t collectives;  // bit (1 << Collective) for each it runs
+  uint32_t topologies;   // bit (1 << Topology) for each group it can run in
+  AlgorithmCost cost;
+  const char* summary;  // steps and bytes, for cohort-info and docs
+
+  bool runs(Collective c) const { return (collectives >> static_cast<int>(c)) & 1u; }
+  bool fits(Topology t) const { return (topologies >> static_cast<int>(t)) & 1u; }
+};
+
+// algorithm_registry: every entry, in a fixed order (ties go to the first).
+const std::vector<AlgorithmEntry>& algorithm_registry();
+const AlgorithmEntry& registry_entry(Algorithm a);
+const char* algorithm_name(Algorithm a);
+bool parse_algorithm(const std::string& name, Algorithm* out);
+
+// why_cannot_run: "" when `a` can run `c` in `shape`, else the reason, for
+// an override's refusal ("shm_direct needs every rank on one host").
+std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape);
+
+// cheapest: the cheapest entry that runs `c` in `shape`, with its cost.
+Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
+                   double* seconds = nullptr);
+
+}  // namespace cohort

@@ -1,0 +1,93 @@
+// The collective matrix's algorithm axis: every message-passing algorithm
+// of the registry forced on (COHORT_ALGO) for each collective it runs,
+// over TCP, at P = 2..9, 12 and 16 (non-powers of two fold ranks in and
+// out), through the matrix's checks (every dtype and op, uneven sizes,
+// every root; counts over 1 MiB in float32 and float16 only, which keeps
+// its 150 cases to a few minutes on 2 cores). The list comes from the registry, so a new entry is tested
+// without editing this file. shm_direct and hierarchical run in the
+// matrix's shm and mixed paths.
+#include <gtest/gtest.h>
+
+#include "algorithms/registry.h"
+#include "cohort/config.h"
+#include "process_group/collective_checks.h"
+#include "process_group/reference.h"
+#include "process_group/thread_ranks.h"
+
+namespace cohort::testing {
+namespace {
+
+struct Forced {
+  Algorithm algorithm;
+  Collective collective;
+  int world;
+};
+
+std::vector<Forced> every_forced_algorithm() {
+  std::vector<Forced> all;
+  for (const AlgorithmEntry& e : algorithm_registry()) {
+    if (!e.fits(Topology::kNetwork)) continue;
+    for (int c = 0; c < kCollectives; ++c) {
+      if (!e.runs(static_cast<Collective>(c))) continue;
+      for (int world : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16})
+        all.push_back(Forced{e.algorithm, static_cast<Collective>(c), world});
+    }
+  }
+  return all;
+}
+
+// The matrix's checks of one collective.
+std::vector<void (*)(ProcessGroup&)> checks_of(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce:
+      return {check_all_reduce_every_dtype_op_and_size};
+    case Collective::kBroadcast:
+      return {check_broadcast_from_every_root};
+    case Collective::kReduce:
+      return {check_reduce_every_dtype_op_and_size};
+    case Collective::kAllGather:
+      return {check_all_gather_uneven_and_into_one_tensor};
+    case Collective::kGather:
+    case Collective::kScatter:
+      return {check_gather_and_scatter_at_every_root};
+    case Collective::kReduceScatter:
+      return {check_reduce_scatter_every_dtype_op_and_size, check_reduce_scatter_uneven_blocks,
+              check_reduce_scatter_tensor_in_place};
+    case Collective::kAllToAll:
+      return {check_all_to_all_uneven_splits};
+    case Collective::kBarrier:
+      return {check_barrier_and_async_work_in_order};
+  }
+  return {};
+}
+
+class AlgorithmMatrix : public ::testing::TestWithParam<Forced> {
+ protected:
+  void SetUp() override {
+    const Forced& f = GetParam();
+    set_config("COHORT_SHM", "off");
+    large_counts_for_every_dtype() = false;
+    set_config("COHORT_ALGO", std::string(collective_name(f.collective)) + "=" + algorithm_name(f.algorithm));
+  }
+  void TearDown() override {
+    reset_config("COHORT_SHM");
+    reset_config("COHORT_ALGO");
+    large_counts_for_every_dtype() = true;
+  }
+};
+
+TEST_P(AlgorithmMatrix, Check) {
+  const Forced& f = GetParam();
+  for (auto check : checks_of(f.collective)) run_ranks(f.world, check, std::chrono::seconds(120));
+}
+
+std::string forced_name(const ::testing::TestParamInfo<Forced>& info) {
+  return std::string(algorithm_name(info.param.algorithm)) + "_" + collective_name(info.param.collective) +
+         "_P" + std::to_string(info.param.world);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, AlgorithmMatrix, ::testing::ValuesIn(every_forced_algorithm()),
+                         forced_name);
+
+}  // namespace
+}  // namespace cohort::testing
