@@ -16,6 +16,9 @@
 # 4 a host; default "32"), SCALE_COLLECTIVES (default "all_reduce all_gather
 # reduce_scatter broadcast all_to_all"), SCALE_MAX (largest size, default
 # 256K; sizes from 1M run where P <= SCALE_LARGE_RANKS, default 16).
+# SCALE_BASELINE_ALGO, when set, runs cohort a second time with that
+# COHORT_ALGO (column "forced"): e.g. the table before the cost model,
+# "all_gather=ring,reduce_scatter=ring,broadcast:0-32K:binomial_tree,broadcast:32K-:chain".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
@@ -34,6 +37,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 TIMEOUT="${SCALE_TIMEOUT_S:-300}"
 SMALL=(-b 4 -e "$MAX" -f 8 -n 20 -R 3 -w 3)
 LARGE=(-b 1M -e 4M -f 4 -n 4 -R 3 -w 1)
+# failed: say on stderr that a run failed, with the end of its stderr.
+failed() {  # tag
+  echo "scale.sh: $1 failed:" >&2
+  tail -3 "$raw/$1.err" >&2
+}
 run_one() {  # impl layout p collective sweep rep
   local impl="$1" layout="$2" p="$3" c="$4" sweep="$5" rep="$6"
   local -n args="$sweep"
@@ -41,15 +49,20 @@ run_one() {  # impl layout p collective sweep rep
   case "$impl" in
     cohort)
       if [ "$layout" = "${p}x1" ]; then
+        if [ -n "${SCALE_BASELINE_ALGO:-}" ]; then
+          timeout "$TIMEOUT" env COHORT_SHM=off COHORT_ALGO="$SCALE_BASELINE_ALGO" build/tools/cohort-bench "$c" \
+            "${args[@]}" -c 0 --spawn "$p" >"$raw/forced.$c.$layout.$sweep.$rep" \
+            2>"$raw/forced.$c.$layout.$sweep.$rep.err" || failed "forced.$c.$layout.$sweep.$rep"
+        fi
         timeout "$TIMEOUT" env COHORT_SHM=off build/tools/cohort-bench "$c" "${args[@]}" -c 0 --spawn "$p" \
-          >"$raw/$tag" 2>/dev/null || true
+          >"$raw/$tag" 2>"$raw/$tag.err" || failed "$tag"
       else
         timeout "$TIMEOUT" env COHORT_SHM_RANKS_PER_HOST=4 build/tools/cohort-bench "$c" "${args[@]}" -c 0 \
-          --spawn "$p" >"$raw/$tag" 2>/dev/null || true
+          --spawn "$p" >"$raw/$tag" 2>"$raw/$tag.err" || failed "$tag"
       fi ;;
     openmpi)
       timeout "$TIMEOUT" mpirun -np "$p" --oversubscribe --mca btl tcp,self build/bench/mpi_bench "$c" \
-        "${args[@]}" >"$raw/$tag" 2>/dev/null || true ;;
+        "${args[@]}" >"$raw/$tag" 2>"$raw/$tag.err" || failed "$tag" ;;
     gloo)
       local gloo_args=() skip=0 a
       for a in "${args[@]}"; do  # gloo_bench has no -R
@@ -57,7 +70,7 @@ run_one() {  # impl layout p collective sweep rep
         if [ "$a" = -R ]; then skip=1; continue; fi
         gloo_args+=("$a")
       done
-      timeout "$TIMEOUT" build/bench/gloo_bench "$c" "${gloo_args[@]}" --spawn "$p" >"$raw/$tag" 2>/dev/null || true ;;
+      timeout "$TIMEOUT" build/bench/gloo_bench "$c" "${gloo_args[@]}" --spawn "$p" >"$raw/$tag" 2>"$raw/$tag.err" || failed "$tag" ;;
   esac
 }
 for ((rep = 0; rep < REPS; rep++)); do
@@ -99,20 +112,22 @@ lines = [f"# cohort at many ranks over TCP against Open MPI and Gloo ({os.cpu_co
          "hosts x ranks a host; cohort / Open MPI below 1: cohort is faster.", ""]
 series = {}
 for coll in colls:
-    lines += [f"## {coll}", "", "| layout | size | cohort | Open MPI | Gloo | cohort / Open MPI |",
-              "|---|---|---|---|---|---|"]
+    lines += [f"## {coll}", "", "| layout | size | cohort | forced | Open MPI | Gloo | cohort / Open MPI |",
+              "|---|---|---|---|---|---|---|"]
     for p in ranks:
         c, m, g = load("cohort", coll, f"{p}x1"), load("openmpi", coll, f"{p}x1"), load("gloo", coll, f"{p}x1")
+        f = load("forced", coll, f"{p}x1")
         for size in sorted(set(c) | set(m)):
             ct, mt = c.get(size), m.get(size)
             ratio = f"{ct / mt:.2f}" if ct and mt else "-"
-            lines.append(f"| {p}x1 | {size_text(size)} | {cell(ct)} | {cell(mt)} | {cell(g.get(size))} | {ratio} |")
+            lines.append(f"| {p}x1 | {size_text(size)} | {cell(ct)} | {cell(f.get(size))} | {cell(mt)} | "
+                         f"{cell(g.get(size))} | {ratio} |")
             series.setdefault(coll, {}).setdefault(size, []).append((int(p), ct, mt))
     for p in hosts4:
         layout = f"{int(p) // 4}x4"
         c = load("cohort", coll, layout)
         for size in sorted(c):
-            lines.append(f"| {layout} | {size_text(size)} | {cell(c[size])} | - | - | - |")
+            lines.append(f"| {layout} | {size_text(size)} | {cell(c[size])} | - | - | - | - |")
     lines.append("")
 text = "\n".join(lines)
 open(os.path.join(out, "scale.md"), "w").write(text)

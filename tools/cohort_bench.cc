@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <iterator>
 #include <new>
@@ -227,11 +228,24 @@ int spawn(int n, BindMode bind, char** argv) {
     }
     pids.push_back(pid);
   }
+  // A rank that fails ends the run: the others would wait for it (or for
+  // rank 0's store) until their timeout.
   int status = 0;
-  for (pid_t p : pids) {
+  for (size_t left = pids.size(); left > 0; --left) {
     int s;
-    waitpid(p, &s, 0);
-    if (!WIFEXITED(s) || WEXITSTATUS(s) != 0) status = 1;
+    const pid_t done = waitpid(-1, &s, 0);
+    if (done < 0) break;
+    if (WIFEXITED(s) && WEXITSTATUS(s) == 0) continue;
+    const auto at = std::find(pids.begin(), pids.end(), done);
+    if (status == 0) {
+      std::fprintf(stderr, "cohort-bench: rank %d %s %d; stopping the other ranks\n",
+                   static_cast<int>(at - pids.begin()), WIFEXITED(s) ? "exited with status" : "was killed by signal",
+                   WIFEXITED(s) ? WEXITSTATUS(s) : WTERMSIG(s));
+      for (pid_t p : pids) {
+        if (p != done) kill(p, SIGTERM);
+      }
+    }
+    status = 1;
   }
   return status;
 }

@@ -9,9 +9,12 @@ import statistics
 
 
 def load_medians(pattern):
-    """Per size, the median time (us) over every file matching `pattern`."""
+    """Per size, the median time (us) over every file matching `pattern`
+    (but not the runs' stderr, kept beside them as *.err)."""
     runs = {}
     for path in glob.glob(pattern):
+        if path.endswith(".err"):
+            continue
         for line in open(path):
             cols = line.split()
             if not line.startswith("#") and len(cols) >= 8 and cols[0].isdigit():
