@@ -3,9 +3,8 @@
 // The algorithm table (selection.h) prices each registered algorithm
 // (registry.h) with these numbers and takes the cheapest. A message costs
 // a fixed latency plus its bytes over the link's rate; reducing and
-// copying cost their bytes over the memory's rates. The defaults were
-// measured on the 2-core machine the project is built on (docs/
-// performance.md, "The cost model"); COHORT_COST_TCP_US and
+// copying cost their bytes over the memory's rates. The defaults are in
+// cost_model.cc, with where they come from; COHORT_COST_TCP_US and
 // COHORT_LINK_GBITS set the network's for a real cluster.
 #pragma once
 

@@ -284,7 +284,9 @@ inline constexpr KnobSpec kShmRingBytes{
     KnobType::kInt,
     "1048576",
     "Bytes of the shared-memory ring that carries messages from one rank to another on its host "
-    "(rounded up to a power of two).",
+    "(rounded up to a power of two). A host has one a direction of each pair of its ranks: past "
+    "16 ranks each gets at most its share of 256 MiB (at least 16 KiB), so that the arena grows "
+    "as little as it can with the square of the ranks.",
     nullptr,
     false,
     nullptr,
