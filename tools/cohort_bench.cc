@@ -27,9 +27,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <csignal>
 #include <cstring>
 #include <iterator>
 #include <new>
@@ -239,7 +239,8 @@ int spawn(int n, BindMode bind, char** argv) {
     const auto at = std::find(pids.begin(), pids.end(), done);
     if (status == 0) {
       std::fprintf(stderr, "cohort-bench: rank %d %s %d; stopping the other ranks\n",
-                   static_cast<int>(at - pids.begin()), WIFEXITED(s) ? "exited with status" : "was killed by signal",
+                   static_cast<int>(at - pids.begin()),
+                   WIFEXITED(s) ? "exited with status" : "was killed by signal",
                    WIFEXITED(s) ? WEXITSTATUS(s) : WTERMSIG(s));
       for (pid_t p : pids) {
         if (p != done) kill(p, SIGTERM);

@@ -37,7 +37,9 @@ bool folds(int p) {
 // sender moves on without waiting, half of it: the next call's messages
 // are already on the way (at 8 ranks over TCP here a binomial broadcast of
 // 2 KiB took 35 us for 3 steps, Bruck's all_gather of 32 B 160-180 us).
-double one_way_seconds(const LinkCost& l, double bytes) { return l.latency_s / 2 + bytes / l.bytes_per_s; }
+double one_way_seconds(const LinkCost& l, double bytes) {
+  return l.latency_s / 2 + bytes / l.bytes_per_s;
+}
 
 double ring_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
   const LinkCost l = m.messages(s);

@@ -29,7 +29,9 @@ Status split_mismatch(const shm::HostSlots& a, int half, const std::string& what
     for (int d = 0; d < p; ++d) {
       const uint64_t sent = entry(q, d), expected = entry(d, p + q);
       if (sent == expected) continue;
-      auto name = [&](int local) { return "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(local)]); };
+      auto name = [&](int local) {
+        return "rank " + std::to_string(a.local_ranks()[static_cast<size_t>(local)]);
+      };
       return Status(StatusCode::kDesync, name(q) + " sends " + std::to_string(sent) + " bytes to " + name(d) +
                                              ", which expects " + std::to_string(expected) + " from it in " +
                                              what + ": the ranks' split sizes disagree");
@@ -81,8 +83,8 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
     for (int d = 0; d < p; ++d) {
       const Buffer& in = inputs[static_cast<size_t>(d)];
       if (d != me && part(in)) {
-        std::memcpy(slot + table + static_cast<size_t>(d) * per_block, static_cast<const uint8_t*>(in.data) + off,
-                    part(in));
+        std::memcpy(slot + table + static_cast<size_t>(d) * per_block,
+                    static_cast<const uint8_t*>(in.data) + off, part(in));
       }
     }
     a.arrive();
@@ -117,8 +119,8 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
       const Buffer& out = outputs[static_cast<size_t>(q)];
       const size_t n = part(out);
       if (n == 0 || q == me) continue;  // this rank's own: copied above
-      std::memcpy(static_cast<uint8_t*>(out.data) + off, a.slot(q, half) + table + static_cast<size_t>(me) * per_block,
-                  n);
+      std::memcpy(static_cast<uint8_t*>(out.data) + off,
+                  a.slot(q, half) + table + static_cast<size_t>(me) * per_block, n);
     }
     release(a, half, a.arrivals() + 1);
   }

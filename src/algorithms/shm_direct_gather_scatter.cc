@@ -41,8 +41,9 @@ Status read_symmetric(AlgoContext& c, shm::HostSlots& a, int q, int half, const 
   std::shared_ptr<ShmSegment> hold;
   const uint8_t* at = a.symmetric()->region_of(q, theirs.id, theirs.offset, out.bytes(), &hold);
   if (!at) {
-    return invalid_argument("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) + "'s input to " +
-                            c.what + " lies in symmetric allocation #" + std::to_string(theirs.id) +
+    return invalid_argument("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) +
+                            "'s input to " + c.what + " lies in symmetric allocation #" +
+                            std::to_string(theirs.id) +
                             ", which this rank does not hold (freed, or never allocated here): allocate and "
                             "free symmetric memory on every rank of the group alike");
   }
@@ -110,11 +111,10 @@ Status post_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int 
   return Status::ok_status();
 }
 
-
 // post_all_gather: every rank posts its input and reads everyone's post.
 // Up to 40 bytes a post shares its stamp's cache line: one miss per peer.
-Status post_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input, const std::vector<Buffer>& outputs,
-                       size_t most) {
+Status post_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
+                       const std::vector<Buffer>& outputs, size_t most) {
   const int p = a.local_size(), me = a.local_index();
   const auto mine = op_stamp(c, Collective::kAllGather, -1, most);
   int cell;
@@ -260,7 +260,8 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
     // 5.2-5.4 (2026-11-27, alternating builds).
     uint8_t* own = static_cast<uint8_t*>(outputs[static_cast<size_t>(me)].data);
     if (!place.id && own != input.data && part(input.bytes())) {
-      std::memcpy(own + off, in + off, std::min(part(input.bytes()), part(outputs[static_cast<size_t>(me)].bytes())));
+      std::memcpy(own + off, in + off,
+                  std::min(part(input.bytes()), part(outputs[static_cast<size_t>(me)].bytes())));
     }
     st = wait_until(c, a, -1, a.arrivals());
     if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);

@@ -65,8 +65,7 @@ inline Status end_single_copy(AlgoContext& c, shm::HostSlots& a, int half) {
 }
 
 // op_stamp names an operation for the desync check.
-inline shm::HostSlots::Stamp op_stamp(const AlgoContext& c, Collective collective, int root,
-                                      uint64_t bytes) {
+inline shm::HostSlots::Stamp op_stamp(const AlgoContext& c, Collective collective, int root, uint64_t bytes) {
   return shm::HostSlots::Stamp{
       c.sequence, bytes, static_cast<uint32_t>(collective) << 16 | static_cast<uint32_t>(root & 0xFFFF)};
 }

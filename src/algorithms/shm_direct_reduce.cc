@@ -328,7 +328,8 @@ template <class DataOf>
 void reduce_in_rank_order(const Buffer& buf, ReduceOp::Kind op, int p, int me, DataOf data_of) {
   if (buf.count == 0) return;
   thread_local std::vector<uint8_t> own;  // kept: a fresh large one is mapped and faulted in every time
-  if (me > 0) own.assign(static_cast<const uint8_t*>(buf.data), static_cast<const uint8_t*>(buf.data) + buf.bytes());
+  if (me > 0)
+    own.assign(static_cast<const uint8_t*>(buf.data), static_cast<const uint8_t*>(buf.data) + buf.bytes());
   for (int q = 0; q < p; ++q) {
     if (q == 0 && me > 0) {
       std::memcpy(buf.data, data_of(q), buf.bytes());

@@ -237,6 +237,8 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
 
 Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,
                              const OpContext& op) {
+  // By this rank's own bytes (the others' are known at the root only):
+  // safe while gather has one algorithm a topology.
   auto algorithm = choose(Collective::kGather, input.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, false);
@@ -245,6 +247,7 @@ Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& i
 
 Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root,
                               const OpContext& op) {
+  // As gather: this rank's own bytes, one algorithm a topology.
   auto algorithm = choose(Collective::kScatter, output.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, false);
@@ -266,7 +269,11 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
       off += v.bytes();
     }
   }
-  auto algorithm = choose(Collective::kReduceScatter, output.bytes(), op);
+  // Chosen by the largest block, which every rank knows alike: by its own
+  // block, ranks of uneven blocks could choose different algorithms.
+  size_t most = 0;
+  for (const Buffer& b : inputs) most = std::max(most, b.bytes());
+  auto algorithm = choose(Collective::kReduceScatter, most, op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   Status st;
@@ -288,6 +295,8 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
 
 Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
                                  const OpContext& op) {
+  // Each rank's largest block, which differs between ranks of uneven
+  // splits: safe while all_to_all has one algorithm a topology.
   size_t most = 0;
   for (const Buffer& b : inputs) most = std::max(most, b.bytes());
   auto algorithm = choose(Collective::kAllToAll, most, op);

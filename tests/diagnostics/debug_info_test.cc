@@ -44,15 +44,16 @@ TEST(DebugInfoTest, InfoLogsGroupCreationAndEachAlgorithmChoiceOncePerSizeClass)
   }
   // #1 and #2 are of one size class (logged once per rank), #3 of another.
   EXPECT_EQ(
-      count_of(log,
-               "all_reduce #1 of group test runs recursive_doubling: 16 bytes per rank, 2 ranks, no shared "
-               "memory (logged once for its size class: up to 16384 bytes per rank)"),
+      count_of(
+          log,
+          "all_reduce #1 of group test runs recursive_doubling: 16 bytes per rank, 2 ranks, none sharing "
+          "memory (logged once for its size class: up to 131071 bytes per rank)"),
       2u)
       << log;
   EXPECT_EQ(count_of(log, "all_reduce #2 of group test runs"), 0u) << log;
   EXPECT_EQ(
       count_of(log,
-               "all_reduce #3 of group test runs ring: 4194304 bytes per rank, 2 ranks, no shared memory "
+               "all_reduce #3 of group test runs ring: 4194304 bytes per rank, 2 ranks, none sharing memory "
                "(logged once for its size class: no upper bound)"),
       2u)
       << log;

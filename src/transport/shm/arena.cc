@@ -73,7 +73,8 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
     if (local_ranks[i] == rank) a->me_ = static_cast<int>(i);
   }
   const size_t l = local_ranks.size();
-  a->ring_bytes_ = ring_bytes_for(static_cast<size_t>(std::max<int64_t>(1, config_int(knobs::kShmRingBytes))), l);
+  a->ring_bytes_ =
+      ring_bytes_for(static_cast<size_t>(std::max<int64_t>(1, config_int(knobs::kShmRingBytes))), l);
   a->slot_bytes_ =
       round_up(static_cast<size_t>(std::max<int64_t>(4096, config_int(knobs::kShmSlotBytes))), kPage);
   a->controls_at_ = round_up(sizeof(ArenaHeader), kPage);
