@@ -8,11 +8,15 @@
 //                            hosts (default: P, none sharing memory; H=1:
 //                            one host), with COHORT_ALGO and the cost
 //                            model's knobs applied
+//   cohort-info --algorithms --ranks P [--hosts H] --predict 4,64K,16M
+//                            the cost model's predicted time of the table's
+//                            choice at those sizes beside its lower bound
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "algorithms/selection.h"
 #include "cohort/config.h"
@@ -51,6 +55,7 @@ void print_markdown(const std::vector<cohort::ConfigEntry>& entries) {
 // print_algorithms: `--algorithms --ranks P [--hosts H]`; returns the exit code.
 int print_algorithms(int argc, char** argv) {
   long ranks = 0, hosts = 0;
+  std::vector<size_t> predict;
   for (int k = 2; k < argc; ++k) {
     const bool has_value = k + 1 < argc;
     char* end = nullptr;
@@ -58,6 +63,17 @@ int print_algorithms(int argc, char** argv) {
       ranks = std::strtol(argv[++k], &end, 10);
     } else if (std::strcmp(argv[k], "--hosts") == 0 && has_value) {
       hosts = std::strtol(argv[++k], &end, 10);
+    } else if (std::strcmp(argv[k], "--predict") == 0 && has_value) {
+      for (const std::string& item : cohort::split(argv[++k], ',')) {
+        size_t bytes = 0;
+        if (!cohort::parse_size(item, &bytes)) {
+          std::fprintf(stderr, "cohort-info --algorithms: --predict '%s' is not a size (e.g. 4,64K,16M)\n",
+                       item.c_str());
+          return 2;
+        }
+        predict.push_back(bytes);
+      }
+      continue;
     } else {
       std::fprintf(stderr, "cohort-info --algorithms: unknown argument '%s'\n", argv[k]);
       return 2;
@@ -76,6 +92,12 @@ int print_algorithms(int argc, char** argv) {
   }
   const int p = static_cast<int>(ranks);
   const cohort::GroupShape shape = cohort::GroupShape::of(p, hosts == 0 ? p : static_cast<int>(hosts));
+  if (!predict.empty()) {
+    std::printf("# %s: the cost model's time for the table's choice, and its lower bound\n",
+                shape.describe().c_str());
+    std::fputs(cohort::AlgorithmTable::for_config(shape).predictions(predict).c_str(), stdout);
+    return 0;
+  }
   std::fputs(cohort::AlgorithmTable::for_config(shape).describe().c_str(), stdout);
   if (shape.topology == cohort::Topology::kHosts) {
     std::printf("\n# between hosts (the leaders' step of a hierarchical all_reduce)\n");
@@ -97,7 +119,8 @@ int main(int argc, char** argv) {
   }
   bool markdown = argc > 1 && std::strcmp(argv[1], "--markdown") == 0;
   if (argc > 1 && !markdown) {
-    std::fprintf(stderr, "usage: cohort-info [--markdown | --algorithms --ranks P [--hosts H]]\n");
+    std::fprintf(stderr,
+                 "usage: cohort-info [--markdown | --algorithms --ranks P [--hosts H] [--predict SIZES]]\n");
     return 2;
   }
   try {

@@ -22,6 +22,9 @@ constexpr double kShmDirectLatencyUs = 0.3;
 constexpr double kShmDirectBytesPerS = 8e9;
 constexpr double kReduceBytesPerS = 6e9;
 constexpr double kCopyBytesPerS = 10e9;
+// Posting and completing one message of many in flight: what P-1 sends
+// posted at once still cost the rank that posts them.
+constexpr double kMessageUs = 1.0;
 
 }  // namespace
 
@@ -51,7 +54,8 @@ CostModel CostModel::from_config() {
               {kShmMessageLatencyUs * 1e-6, kShmMessageBytesPerS},
               {kShmDirectLatencyUs * 1e-6, kShmDirectBytesPerS},
               kReduceBytesPerS,
-              kCopyBytesPerS};
+              kCopyBytesPerS,
+              kMessageUs * 1e-6};
   const double us = config_float(knobs::kCostTcpUs);
   if (us > 0) m.network.latency_s = us * 1e-6;
   const double gbits = config_float(knobs::kLinkGbits);

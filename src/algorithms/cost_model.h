@@ -47,6 +47,7 @@ struct CostModel {
   LinkCost shm_direct;        // a direct shared-memory step (flags and slots)
   double reduce_bytes_per_s;  // reducing one buffer into another, cache-resident
   double copy_bytes_per_s;    // memcpy
+  double message_s;           // a rank's own work for each message it posts (many posted at once)
 
   // from_config: the defaults, with COHORT_COST_TCP_US and
   // COHORT_LINK_GBITS (or COHORT_COST_TCP_GBITS) applied.

@@ -107,14 +107,15 @@ double scatter_all_gather_cost(Collective, const GroupShape& s, const CostModel&
 }
 
 double direct_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
-  // Every message posted at once: the root's link carries P-1 blocks.
+  // Every message posted at once: the root's link carries P-1 blocks, and
+  // the root handles P-1 messages.
   const LinkCost l = m.messages(s);
-  return l.latency_s + (s.ranks - 1) * n / l.bytes_per_s;
+  return l.latency_s + (s.ranks - 1) * (m.message_s + n / l.bytes_per_s);
 }
 
 double pairwise_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
   const LinkCost l = m.messages(s);
-  return l.latency_s + (s.ranks - 1) * n / l.bytes_per_s;
+  return l.latency_s + (s.ranks - 1) * (2 * m.message_s + n / l.bytes_per_s);
 }
 
 double dissemination_cost(Collective, const GroupShape& s, const CostModel& m, double) {
@@ -242,6 +243,35 @@ std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape) {
     return std::string(e.name) + " cannot run on " + shape.describe();
   }
   return "";
+}
+
+LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& model, double bytes) {
+  const LinkCost l = model.messages(shape);
+  const double p = shape.ranks;
+  const bool one_way = c == Collective::kBroadcast || c == Collective::kReduce;
+  // gather, scatter and all_to_all need no relay: one step, if every
+  // message could go at once.
+  const bool direct = c == Collective::kGather || c == Collective::kScatter || c == Collective::kAllToAll;
+  const double latency = shape.ranks == 1 ? 0.0
+                         : direct         ? l.latency_s
+                                  : ceil_log2(shape.ranks) * (one_way ? l.latency_s / 2 : l.latency_s);
+  double carried = 0;
+  switch (c) {
+    case Collective::kAllReduce:
+      carried = 2 * (p - 1) / p * bytes;
+      break;
+    case Collective::kBroadcast:
+    case Collective::kReduce:
+      carried = shape.ranks > 1 ? bytes : 0;
+      break;
+    case Collective::kBarrier:
+      carried = 0;
+      break;
+    default:  // a rank's block to or from each of the others
+      carried = (p - 1) * bytes;
+  }
+  const double transfer = carried / l.bytes_per_s;
+  return LowerBound{std::max(latency, transfer), latency >= transfer};
 }
 
 Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,

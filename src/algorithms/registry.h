@@ -77,6 +77,18 @@ bool parse_algorithm(const std::string& name, Algorithm* out);
 // an override's refusal ("shm_direct needs every rank on one host").
 std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape);
 
+// LowerBound: no algorithm runs `c` faster, in the cost model: ceil(log2 P)
+// latencies (information reaches one more rank a step at best; one for
+// gather, scatter and all_to_all, which need no relay) or the
+// bytes a rank's link must carry (all_reduce: 2(P-1)/P of the buffer;
+// all_gather and reduce_scatter: P-1 blocks; broadcast: the buffer),
+// whichever is larger.
+struct LowerBound {
+  double seconds;
+  bool latency_bound;  // the latency term is the larger
+};
+LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& model, double bytes);
+
 // cheapest: the cheapest entry that runs `c` in `shape`, with its cost.
 Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
                    double* seconds = nullptr);

@@ -213,6 +213,28 @@ std::string AlgorithmTable::describe() const {
   return out.str();
 }
 
+std::string AlgorithmTable::predictions(const std::vector<size_t>& sizes) const {
+  std::ostringstream out;
+  out << "| collective | bytes a rank | algorithm | predicted | lower bound | predicted / bound | bound by "
+         "|\n"
+      << "|---|---|---|---|---|---|---|\n";
+  char ratio[32];
+  for (int c = 0; c < kCollectives; ++c) {
+    const Collective collective = static_cast<Collective>(c);
+    if (collective == Collective::kBarrier) continue;
+    for (size_t bytes : sizes) {
+      const Algorithm a = chosen_[c][class_of(bytes)];
+      const double predicted = registry_entry(a).cost(collective, shape_, model_, static_cast<double>(bytes));
+      const LowerBound bound = lower_bound(collective, shape_, model_, static_cast<double>(bytes));
+      std::snprintf(ratio, sizeof ratio, "%.2f", bound.seconds > 0 ? predicted / bound.seconds : 0.0);
+      out << "| " << collective_name(collective) << " | " << size_text(bytes) << " | " << algorithm_name(a)
+          << " | " << time_text(predicted) << " | " << time_text(bound.seconds) << " | " << ratio << " | "
+          << (bound.latency_bound ? "latency" : "bytes") << " |\n";
+    }
+  }
+  return out.str();
+}
+
 Result<Algorithm> choose_algorithm(Collective collective, size_t bytes, int world_size, Topology topology) {
   GroupShape shape = GroupShape::flat(world_size);
   if (topology == Topology::kOneHost) shape = GroupShape{world_size, 1, world_size, Topology::kOneHost};

@@ -48,6 +48,10 @@ class AlgorithmTable {
   // describe: the table in force, one line a collective and run of sizes
   // with the winner's predicted time and the runner-up's (cohort-info).
   std::string describe() const;
+  // predictions: for each collective and each of `sizes` (bytes per rank),
+  // the table's choice, its predicted time, the lower bound (registry.h)
+  // and which term binds it, as a markdown table.
+  std::string predictions(const std::vector<size_t>& sizes) const;
 
  private:
   // Classes: 0 bytes, then [2^(k-1), 2^k) for k = 1..64.

@@ -113,6 +113,40 @@ TEST(AlgorithmSelection, LeadersOverridesApplyBetweenHostsOnly) {
   reset_config("COHORT_ALGO");
 }
 
+// The cost model never prices an algorithm below what any algorithm must
+// pay (ceil(log2 P) latencies, or the bytes over a rank's link), and the
+// table's predictions say how far each choice is from that bound.
+TEST(AlgorithmSelection, NoAlgorithmIsPricedBelowTheLowerBound) {
+  reset_config("COHORT_ALGO");
+  const CostModel m = CostModel::from_config();
+  const GroupShape big = GroupShape::flat(1024);
+  LowerBound b = lower_bound(Collective::kAllReduce, big, m, 4);
+  EXPECT_TRUE(b.latency_bound);
+  EXPECT_DOUBLE_EQ(b.seconds, 10 * m.network.latency_s);
+  b = lower_bound(Collective::kAllReduce, big, m, 16 << 20);
+  EXPECT_FALSE(b.latency_bound);
+  EXPECT_DOUBLE_EQ(b.seconds, 2.0 * 1023 / 1024 * (16 << 20) / m.network.bytes_per_s);
+  for (int p : {2, 3, 7, 16, 1000, 16384}) {
+    const GroupShape shape = GroupShape::flat(p);
+    for (const AlgorithmEntry& e : algorithm_registry()) {
+      for (int c = 0; c < kCollectives; ++c) {
+        const Collective collective = static_cast<Collective>(c);
+        if (!e.runs(collective) || !e.fits(shape.topology)) continue;
+        for (double bytes : {0.0, 4.0, 65536.0, 16777216.0}) {
+          EXPECT_GE(e.cost(collective, shape, m, bytes),
+                    0.999 * lower_bound(collective, shape, m, bytes).seconds)
+              << e.name << " " << collective_name(collective) << " P " << p << " bytes " << bytes;
+        }
+      }
+    }
+  }
+  const std::string table = AlgorithmTable::for_config(big).predictions({4, 16 << 20});
+  EXPECT_NE(table.find("| all_reduce | 4 | recursive_doubling | 200.0 us | 200.0 us | 1.00 | latency |"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| all_gather | 16M | ring |"), std::string::npos) << table;
+}
+
 TEST(AlgorithmSelection, SizesReadAsBytesWithBinaryUnits) {
   size_t v = 0;
   EXPECT_TRUE(parse_size("64K", &v));
