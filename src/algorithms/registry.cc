@@ -276,6 +276,17 @@ LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& m
 
 Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
                    double* seconds) {
+  // On one host the direct shared-memory collectives were measured faster
+  // than message passing through the rings at every size and rank count
+  // tried (docs/performance.md, "One host"), where the model's rates for
+  // the two would put the ring ahead of a large all_reduce: the table
+  // takes them there, and a message-passing algorithm runs on one host only
+  // when COHORT_ALGO forces it.
+  const AlgorithmEntry& direct = registry_entry(Algorithm::kShmDirect);
+  if (shape.topology == Topology::kOneHost && direct.runs(c)) {
+    if (seconds) *seconds = direct.cost(c, shape, model, bytes);
+    return Algorithm::kShmDirect;
+  }
   const AlgorithmEntry* best = nullptr;
   double best_s = 0;
   for (const AlgorithmEntry& e : entries()) {

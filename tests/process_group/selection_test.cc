@@ -30,6 +30,15 @@ TEST(AlgorithmSelection, CostModelPicksLatencyOrBandwidthAlgorithms) {
   EXPECT_EQ(choose_algorithm(Collective::kAllGather, 1 << 20, 4, Topology::kOneHost).value(),
             Algorithm::kShmDirect);
   EXPECT_EQ(choose_algorithm(Collective::kGather, 100, 4, Topology::kOneHost).value(), Algorithm::kDirect);
+  // At every size: a 64 MiB all_reduce through the rings is slower, whatever
+  // the model's rates say (a stopped rank's test caught the ring there).
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                       Collective::kBroadcast, Collective::kAllToAll, Collective::kBarrier}) {
+    for (int p : {2, 4, 8, 64}) {
+      EXPECT_EQ(choose_algorithm(c, size_t{64} << 20, p, Topology::kOneHost).value(), Algorithm::kShmDirect)
+          << collective_name(c) << " P " << p;
+    }
+  }
 }
 
 // The table counts ranks: at 2 the ring's one step is as few as any; at 32
