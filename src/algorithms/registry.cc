@@ -103,7 +103,10 @@ double scatter_all_gather_cost(Collective, const GroupShape& s, const CostModel&
   const LinkCost l = m.messages(s);
   const double p = s.ranks;
   const double spread = (p - 1) / p * n;
-  return one_way_seconds(l, spread) + bruck_cost(Collective::kAllGather, s, m, n / p);
+  // The root posts P-1 sends: at 16K ranks that, not the bytes, is the
+  // scatter's cost (cohort-sim showed a 64 KiB broadcast at 120x its bound
+  // before this term was here).
+  return one_way_seconds(l, spread) + (p - 1) * m.message_s + bruck_cost(Collective::kAllGather, s, m, n / p);
 }
 
 double direct_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
@@ -246,29 +249,40 @@ std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape) {
 }
 
 LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& model, double bytes) {
-  const LinkCost l = model.messages(shape);
+  // Across hosts what binds is a host's link: the bytes that must cross
+  // it at its whole rate, and the steps between hosts (within a host they
+  // are cheaper). Each rank its own host is the same with P hosts of one.
+  const bool one_host = shape.topology == Topology::kOneHost;
+  const LinkCost l = one_host ? model.messages(shape) : model.network;
   const double p = shape.ranks;
+  const double hosts = one_host ? p : shape.hosts;
+  const double m = one_host ? 1 : shape.most_per_host;
   const bool one_way = c == Collective::kBroadcast || c == Collective::kReduce;
   // gather, scatter and all_to_all need no relay: one step, if every
   // message could go at once.
   const bool direct = c == Collective::kGather || c == Collective::kScatter || c == Collective::kAllToAll;
-  const double latency = shape.ranks == 1 ? 0.0
-                         : direct         ? l.latency_s
-                                  : ceil_log2(shape.ranks) * (one_way ? l.latency_s / 2 : l.latency_s);
-  double carried = 0;
+  const int steps_between = ceil_log2(static_cast<int>(hosts));
+  const double latency = hosts <= 1 ? 0.0
+                         : direct   ? l.latency_s
+                                    : steps_between * (one_way ? l.latency_s / 2 : l.latency_s);
+  double carried = 0;  // over the busiest host's link, one way
   switch (c) {
     case Collective::kAllReduce:
-      carried = 2 * (p - 1) / p * bytes;
+      carried = 2 * (hosts - 1) / hosts * bytes;
       break;
     case Collective::kBroadcast:
     case Collective::kReduce:
-      carried = shape.ranks > 1 ? bytes : 0;
+      carried = hosts > 1 ? bytes : 0;
       break;
     case Collective::kBarrier:
       carried = 0;
       break;
-    default:  // a rank's block to or from each of the others
-      carried = (p - 1) * bytes;
+    case Collective::kGather:
+    case Collective::kScatter:  // the root's host: every other host's blocks
+      carried = (p - m) * bytes;
+      break;
+    default:  // all_gather, reduce_scatter, all_to_all: each of a host's m ranks, every block from off it
+      carried = (p - m) * m * bytes;
   }
   const double transfer = carried / l.bytes_per_s;
   return LowerBound{std::max(latency, transfer), latency >= transfer};

@@ -6,7 +6,8 @@
 // shape and a size. The algorithm table (selection.h) takes the cheapest
 // entry that can run; COHORT_ALGO can force any entry that can. Adding an
 // algorithm: its own file, one entry here (registry.cc), its case in the
-// backend's dispatch (native_backend.cc).
+// message-passing dispatch (dispatch.cc; the shared-memory ones in
+// native_backend.cc).
 #pragma once
 
 #include <cstdint>
@@ -77,12 +78,15 @@ bool parse_algorithm(const std::string& name, Algorithm* out);
 // an override's refusal ("shm_direct needs every rank on one host").
 std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape);
 
-// LowerBound: no algorithm runs `c` faster, in the cost model: ceil(log2 P)
-// latencies (information reaches one more rank a step at best; one for
-// gather, scatter and all_to_all, which need no relay) or the
-// bytes a rank's link must carry (all_reduce: 2(P-1)/P of the buffer;
-// all_gather and reduce_scatter: P-1 blocks; broadcast: the buffer),
-// whichever is larger.
+// LowerBound: no algorithm runs `c` faster, in the cost model: ceil(log2 H)
+// latencies between H hosts (information reaches one more host a step at
+// best; one for gather, scatter and all_to_all, which need no relay) or
+// the bytes the busiest host's link must carry at its whole rate
+// (all_reduce: 2(H-1)/H of the buffer; broadcast: the buffer; gather and
+// scatter: the blocks of every rank off the root's host; all_gather,
+// reduce_scatter, all_to_all: those, for each of a host's m ranks),
+// whichever is larger. Each rank its own host: H = P, m = 1; one host: the
+// rings' link, as if each rank were a host.
 struct LowerBound {
   double seconds;
   bool latency_bound;  // the latency term is the larger

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/dispatch.h"
 #include "algorithms/shm_direct.h"
 #include "common/config_registry.h"
 #include "common/debug_level.h"
@@ -152,9 +153,10 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
   if (algorithm.value() == Algorithm::kShmDirect) {
     return direct_done(shm_broadcast(c, *arena_, buffer, root), op);
   }
-  if (algorithm.value() == Algorithm::kChain) return chain_broadcast(c, buffer, root);
-  if (algorithm.value() == Algorithm::kScatterAllGather) return scatter_all_gather_broadcast(c, buffer, root);
-  return cohort::broadcast(c, buffer, root);
+  CollectiveCall call{Collective::kBroadcast};
+  call.buffer = buffer;
+  call.root = root;
+  return run_message_passing(c, algorithm.value(), call);
 }
 
 Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) {
@@ -170,7 +172,10 @@ Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const
   if (algorithm.value() == Algorithm::kHierarchical) {
     st = direct_done(hierarchical_all_reduce(c, arena_.get(), buffer, algorithm_op(reduce_op)), op);
   } else {
-    st = cohort::all_reduce(c, buffer, algorithm_op(reduce_op), algorithm.value());
+    CollectiveCall call{Collective::kAllReduce};
+    call.buffer = buffer;
+    call.op = algorithm_op(reduce_op);
+    st = run_message_passing(c, algorithm.value(), call);
   }
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
     scale(buffer.dtype, buffer.data, buffer.count, 1.0 / transport_->size());
@@ -209,9 +214,13 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
   auto algorithm = choose(Collective::kReduce, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
+  CollectiveCall call{Collective::kReduce};
+  call.buffer = input;
+  call.root = root;
+  call.op = algorithm_op(reduce_op);
   Status st = algorithm.value() == Algorithm::kShmDirect
                   ? direct_done(shm_reduce(c, *arena_, input, root, algorithm_op(reduce_op)), op)
-                  : cohort::reduce(c, input, root, algorithm_op(reduce_op));
+                  : run_message_passing(c, algorithm.value(), call);
   if (st.ok() && reduce_op.kind == ReduceOp::AVG && transport_->rank() == root) {
     scale(buffer.dtype, buffer.data, buffer.count, 1.0 / transport_->size());
   }
@@ -231,8 +240,10 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
   if (algorithm.value() == Algorithm::kHierarchical) {
     return direct_done(hierarchical_all_gather(c, arena_.get(), input, outputs), op);
   }
-  if (algorithm.value() == Algorithm::kBruck) return bruck_all_gather(c, input, outputs);
-  return cohort::all_gather(c, input, outputs);
+  CollectiveCall call{Collective::kAllGather};
+  call.input = input;
+  call.outputs = &outputs;
+  return run_message_passing(c, algorithm.value(), call);
 }
 
 Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& input, int root,
@@ -242,7 +253,11 @@ Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& i
   auto algorithm = choose(Collective::kGather, input.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, false);
-  return cohort::gather(c, input, outputs, root);
+  CollectiveCall call{Collective::kGather};
+  call.input = input;
+  call.outputs = &outputs;
+  call.root = root;
+  return run_message_passing(c, algorithm.value(), call);
 }
 
 Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& inputs, int root,
@@ -251,7 +266,11 @@ Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& i
   auto algorithm = choose(Collective::kScatter, output.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, false);
-  return cohort::scatter(c, output, inputs, root);
+  CollectiveCall call{Collective::kScatter};
+  call.output = output;
+  call.inputs = &inputs;
+  call.root = root;
+  return run_message_passing(c, algorithm.value(), call);
 }
 
 Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
@@ -282,10 +301,12 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
   } else if (algorithm.value() == Algorithm::kHierarchical) {
     st =
         direct_done(hierarchical_reduce_scatter(c, arena_.get(), output, views, algorithm_op(reduce_op)), op);
-  } else if (algorithm.value() == Algorithm::kRecursiveHalving) {
-    st = halving_reduce_scatter(c, output, views, algorithm_op(reduce_op));
   } else {
-    st = cohort::reduce_scatter(c, output, views, algorithm_op(reduce_op));
+    CollectiveCall call{Collective::kReduceScatter};
+    call.output = output;
+    call.inputs = &views;
+    call.op = algorithm_op(reduce_op);
+    st = run_message_passing(c, algorithm.value(), call);
   }
   if (st.ok() && reduce_op.kind == ReduceOp::AVG) {
     scale(output.dtype, output.data, output.count, 1.0 / transport_->size());
@@ -304,7 +325,12 @@ Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::
   const bool direct = algorithm.value() == Algorithm::kShmDirect && shm_all_to_all_fits(*arena_);
   AlgoContext c = context(op, direct);
   if (direct) return direct_done(shm_all_to_all(c, *arena_, outputs, inputs), op);
-  return cohort::all_to_all(c, outputs, inputs);
+  // shm_direct's all_to_all that does not fit the slots goes pairwise.
+  CollectiveCall call{Collective::kAllToAll};
+  call.outputs = &outputs;
+  call.inputs = &inputs;
+  const Algorithm a = algorithm.value() == Algorithm::kShmDirect ? Algorithm::kPairwise : algorithm.value();
+  return run_message_passing(c, a, call);
 }
 
 Status NativeBackend::barrier(const OpContext& op) {
@@ -312,7 +338,7 @@ Status NativeBackend::barrier(const OpContext& op) {
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   if (algorithm.value() == Algorithm::kShmDirect) return direct_done(shm_barrier(c, *arena_), op);
-  return cohort::barrier(c);
+  return run_message_passing(c, algorithm.value(), CollectiveCall{Collective::kBarrier});
 }
 
 void NativeBackend::post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done) {

@@ -1,6 +1,7 @@
 #include "reduce/reduce.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -271,8 +272,28 @@ Status check_reduce_op(DType dtype, ReduceOp op) {
 #define COHORT_KERNEL_CLONES
 #endif
 
+namespace {
+// Any thread has a tally: checked first, so that the usual reduce_into
+// pays one load of a global, not a thread-local lookup.
+std::atomic<int> g_tallies{0};
+thread_local ReduceTally* t_tally = nullptr;
+
+// counted_in_tally: true when this thread's reduction was only counted.
+bool counted_in_tally(DType dtype, size_t n) {
+  if (__builtin_expect(g_tallies.load(std::memory_order_relaxed) == 0, 1) || t_tally == nullptr) return false;
+  t_tally->bytes += n * dtype_size(dtype);
+  return true;
+}
+}  // namespace
+
+void set_reduce_tally(ReduceTally* tally) {
+  if ((t_tally == nullptr) != (tally == nullptr)) g_tallies.fetch_add(tally ? 1 : -1);
+  t_tally = tally;
+}
+
 COHORT_KERNEL_CLONES
 void reduce_into(DType dtype, ReduceOp::Kind op, void* dst, const void* src, size_t n) {
+  if (counted_in_tally(dtype, n)) return;
   switch (dtype) {
     case DType::kFloat32:
       return reduce_native(op, static_cast<float*>(dst), static_cast<const float*>(src), n);

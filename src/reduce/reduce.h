@@ -23,6 +23,17 @@ Status check_reduce_op(DType dtype, ReduceOp op);
 // reduce_into sets dst[i] = op(dst[i], src[i]) for i < count.
 void reduce_into(DType dtype, ReduceOp::Kind op, void* dst, const void* src, size_t count);
 
+// ReduceTally: while one is set on a thread, reduce_into on that thread
+// combines nothing and adds the bytes it would have read from `src` to
+// `bytes`. The schedule tracer (algorithms/schedule_trace.h) runs an
+// algorithm's real code for a rank without its data and prices the
+// reductions it would do. Other threads reduce as always.
+struct ReduceTally {
+  size_t bytes = 0;
+};
+// set_reduce_tally: `tally` for this thread (null: reduce for real again).
+void set_reduce_tally(ReduceTally* tally);
+
 // scale multiplies every element by `factor`. Integers (AVG only, factor
 // 1/size) are divided by the size instead, truncated toward zero, as
 // NCCL's AVG does.
