@@ -60,6 +60,11 @@ Status scatter_all_gather_broadcast(AlgoContext& c, const Buffer& buf, int root)
 // buffers are left as they were.
 Status reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
 
+// halving_gather_reduce: reduce as a recursive-halving reduce_scatter,
+// then a binomial gather of the reduced blocks into the root (large
+// buffers at many ranks).
+Status halving_gather_reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
+
 // all_gather fills outputs[q] with rank q's input on every rank (counts may
 // differ between ranks; outputs[rank] may alias input).
 Status all_gather(AlgoContext& c, const Buffer& input, const std::vector<Buffer>& outputs);

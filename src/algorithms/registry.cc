@@ -109,6 +109,15 @@ double scatter_all_gather_cost(Collective, const GroupShape& s, const CostModel&
   return one_way_seconds(l, spread) + (p - 1) * m.message_s + bruck_cost(Collective::kAllGather, s, m, n / p);
 }
 
+double halving_gather_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const double p = s.ranks;
+  // The reduce_scatter of P blocks of n/P, then log2 P one-way steps into
+  // the root, whose link takes in (P-1)/P of the buffer.
+  return recursive_halving_cost(Collective::kReduceScatter, s, m, n / p) + ceil_log2(s.ranks) * l.latency_s / 2 +
+         (p - 1) / p * n / l.bytes_per_s;
+}
+
 double direct_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
   // Every message posted at once: the root's link carries P-1 blocks, and
   // the root handles P-1 messages.
@@ -189,6 +198,8 @@ const std::vector<AlgorithmEntry>& entries() {
        "P-1 segments of fill, then each link carries the buffer once"},
       {Algorithm::kScatterAllGather, "scatter_all_gather", bit(Collective::kBroadcast), kAnywhere,
        scatter_all_gather_cost, "a scatter from the root, then Bruck's all_gather: 2(P-1)/P of the data"},
+      {Algorithm::kHalvingGather, "halving_gather", bit(Collective::kReduce), kAnywhere, halving_gather_cost,
+       "recursive halving, then a binomial gather of the blocks: about 2 log2 P steps, 2(P-1)/P of the data"},
       {Algorithm::kDirect, "direct", bit(Collective::kGather) | bit(Collective::kScatter), kAnywhere,
        direct_cost, "the root exchanges with every rank at once"},
       {Algorithm::kPairwise, "pairwise", bit(Collective::kAllToAll), kAnywhere, pairwise_cost,

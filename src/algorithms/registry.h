@@ -45,6 +45,7 @@ enum class Algorithm {
   kBruck,             // all_gather in ceil(log2 P) steps
   kRecursiveHalving,  // reduce_scatter in log2 P steps
   kScatterAllGather,  // broadcast as a scatter, then Bruck's all_gather
+  kHalvingGather,     // reduce as recursive halving, then a binomial gather
 };
 
 const char* collective_name(Collective c);
