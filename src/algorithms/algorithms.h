@@ -93,6 +93,25 @@ Status halving_reduce_scatter(AlgoContext& c, const Buffer& output, const std::v
 // all_to_all sends inputs[q] to rank q, which receives it in outputs[rank].
 Status all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs);
 
+// AllToAllShape: what every rank agrees on before an all_to_all that may
+// take more than one algorithm: the largest block anywhere, and whether
+// every block in the group has one size.
+struct AllToAllShape {
+  size_t largest;
+  bool uniform;
+};
+// agree_all_to_all_shape: AllToAllShape from every rank's blocks, in
+// ceil(log2 P) steps of 16 bytes.
+Result<AllToAllShape> agree_all_to_all_shape(AlgoContext& c, const std::vector<Buffer>& outputs,
+                                             const std::vector<Buffer>& inputs);
+// bruck_all_to_all: the shape agreed, then Bruck's ceil(log2 P) steps where
+// every block has one size, else the pairwise exchange.
+Status bruck_all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs);
+// bruck_all_to_all_uniform: Bruck's steps alone, for a group already
+// agreed that every block has one size.
+Status bruck_all_to_all_uniform(AlgoContext& c, const std::vector<Buffer>& outputs,
+                                const std::vector<Buffer>& inputs);
+
 // barrier returns once every rank has entered it.
 Status barrier(AlgoContext& c);
 

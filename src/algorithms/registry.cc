@@ -81,9 +81,16 @@ double chain_cost(Collective, const GroupShape& s, const CostModel& m, double n)
   return (s.ranks - 1 + segments - 1) * one_way_seconds(l, std::min(n, segment));
 }
 
-double bruck_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+double bruck_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
   const LinkCost l = m.messages(s);
   const double p = s.ranks;
+  if (c == Collective::kAllToAll) {
+    // Agreeing on the blocks' size (ceil(log2 P) steps of 16 bytes), then
+    // ceil(log2 P) steps of about half the slots, each packed and unpacked.
+    const int steps = ceil_log2(s.ranks);
+    const double half = std::ceil(p / 2) * n;
+    return 2 * steps * l.latency_s + steps * (half / l.bytes_per_s + 2 * m.copy_s(half)) + 2 * m.copy_s(p * n);
+  }
   // The blocks go into a rotated copy and out again.
   return ceil_log2(s.ranks) * l.latency_s + (p - 1) * n / l.bytes_per_s + 2 * m.copy_s(p * n);
 }
@@ -188,8 +195,9 @@ const std::vector<AlgorithmEntry>& entries() {
       {Algorithm::kRing, "ring",
        bit(Collective::kAllReduce) | bit(Collective::kAllGather) | bit(Collective::kReduceScatter), kAnywhere,
        ring_cost, "P-1 steps (2(P-1) for all_reduce), (P-1)/P of the data each way, reduced as it lands"},
-      {Algorithm::kBruck, "bruck", bit(Collective::kAllGather), kAnywhere, bruck_cost,
-       "ceil(log2 P) steps, (P-1)/P of the data, one copy in and out"},
+      {Algorithm::kBruck, "bruck", bit(Collective::kAllGather) | bit(Collective::kAllToAll), kAnywhere, bruck_cost,
+       "ceil(log2 P) steps, (P-1)/P of the data, one copy in and out; all_to_all: the blocks' size agreed, then "
+       "ceil(log2 P) steps of half the blocks (pairwise where they differ)"},
       {Algorithm::kRecursiveHalving, "recursive_halving", bit(Collective::kReduceScatter), kAnywhere,
        recursive_halving_cost, "log2 P steps, (P-1)/P of the data"},
       {Algorithm::kBinomialTree, "binomial_tree", bit(Collective::kBroadcast) | bit(Collective::kReduce),

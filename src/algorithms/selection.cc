@@ -165,6 +165,15 @@ Result<Algorithm> AlgorithmTable::choose(Collective collective, size_t bytes) co
   return chosen_[c][class_of(bytes)];
 }
 
+bool AlgorithmTable::varies(Collective collective) const {
+  const int c = static_cast<int>(collective);
+  if (!overrides_[c].empty()) return true;
+  for (int k = 1; k < kClasses; ++k) {
+    if (chosen_[c][k] != chosen_[c][0]) return true;
+  }
+  return false;
+}
+
 size_t AlgorithmTable::class_limit(Collective collective, size_t bytes) const {
   const int c = static_cast<int>(collective);
   int k = class_of(bytes);

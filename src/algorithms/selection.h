@@ -40,6 +40,10 @@ class AlgorithmTable {
   // choose: the algorithm for `bytes` per rank; an error when an override
   // for it was refused (or COHORT_ALGO could not be parsed).
   Result<Algorithm> choose(Collective collective, size_t bytes) const;
+  // varies: more than one algorithm may run `collective` in this group
+  // (by size, or by an override's range), so ranks that see different
+  // sizes of one call must agree on the size before choosing.
+  bool varies(Collective collective) const;
   // class_limit: the largest size alike to `bytes` (the same choice for
   // every size from the class's start to it), SIZE_MAX when unbounded.
   size_t class_limit(Collective collective, size_t bytes) const;

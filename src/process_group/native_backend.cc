@@ -316,12 +316,27 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
 
 Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs,
                                  const OpContext& op) {
-  // Each rank's largest block, which differs between ranks of uneven
-  // splits: safe while all_to_all has one algorithm a topology.
   size_t most = 0;
   for (const Buffer& b : inputs) most = std::max(most, b.bytes());
   auto algorithm = choose(Collective::kAllToAll, most, op);
   if (!algorithm.ok()) return algorithm.status();
+  // Each rank's largest block differs between ranks of uneven splits: where
+  // the table has more than one algorithm, the ranks first agree on the
+  // largest block anywhere (and whether all blocks are alike, which
+  // Bruck's needs) and choose by that.
+  bool uniform = false;
+  if (table_.varies(Collective::kAllToAll)) {
+    AlgoContext agreeing = context(op, false);
+    auto shape = agree_all_to_all_shape(agreeing, outputs, inputs);
+    if (!shape.ok()) return shape.status();
+    uniform = shape.value().uniform;
+    algorithm = choose(Collective::kAllToAll, shape.value().largest, op);
+    if (!algorithm.ok()) return algorithm.status();
+    if (algorithm.value() == Algorithm::kBruck) {
+      AlgoContext c = context(op, false);
+      return uniform ? bruck_all_to_all_uniform(c, outputs, inputs) : cohort::all_to_all(c, outputs, inputs);
+    }
+  }
   const bool direct = algorithm.value() == Algorithm::kShmDirect && shm_all_to_all_fits(*arena_);
   AlgoContext c = context(op, direct);
   if (direct) return direct_done(shm_all_to_all(c, *arena_, outputs, inputs), op);

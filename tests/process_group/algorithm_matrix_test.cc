@@ -54,7 +54,7 @@ std::vector<void (*)(ProcessGroup&)> checks_of(Collective c) {
       return {check_reduce_scatter_every_dtype_op_and_size, check_reduce_scatter_uneven_blocks,
               check_reduce_scatter_tensor_in_place};
     case Collective::kAllToAll:
-      return {check_all_to_all_uneven_splits};
+      return {check_all_to_all_uneven_splits, check_all_to_all_even_splits};
     case Collective::kBarrier:
       return {check_barrier_and_async_work_in_order};
   }

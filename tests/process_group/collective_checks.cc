@@ -306,6 +306,41 @@ void check_all_to_all_uneven_splits(ProcessGroup& g) {
 // Blocks of up to 1.2 MB, uneven by pair: on one host the exchange goes
 // through slot-sized chunks, and the ranks agree on how many from the
 // largest block any of them sends.
+void check_all_to_all_even_splits(ProcessGroup& g) {
+  const int world = g.size();
+  const int r = g.rank();
+  // Element k of rank q's block for rank t is (31q + 7t + k) % 101.
+  auto value = [](int from, int to, size_t k) { return static_cast<int>((31 * from + 7 * to + k) % 101); };
+  for (size_t block : {size_t{1}, size_t{7}, size_t{1000}}) {
+    std::vector<int32_t> in(block * world), out(block * world, -1);
+    std::vector<double> din(block * world), dout(block * world, -1);
+    std::vector<uint8_t> bin(block * world), bout(block * world, 255);
+    for (int q = 0; q < world; ++q) {
+      for (size_t k = 0; k < block; ++k) {
+        in[q * block + k] = value(r, q, k);
+        din[q * block + k] = value(r, q, k) + 0.5;
+        bin[q * block + k] = static_cast<uint8_t>(value(r, q, k));
+      }
+    }
+    g.all_to_all_single(Buffer::of(out), Buffer::of(in), {}, {});
+    g.all_to_all_single(Buffer::of(dout), Buffer::of(din), {}, {});
+    // The list form, blocks in separate buffers.
+    std::vector<Buffer> in_views, out_views;
+    for (int q = 0; q < world; ++q) {
+      in_views.push_back(Buffer::of(bin.data() + q * block, block));
+      out_views.push_back(Buffer::of(bout.data() + q * block, block));
+    }
+    g.all_to_all(out_views, in_views);
+    for (int q = 0; q < world; ++q) {
+      for (size_t k = 0; k < block; ++k) {
+        ASSERT_EQ(out[q * block + k], value(q, r, k)) << "int32 from rank " << q << ", block " << block;
+        ASSERT_EQ(dout[q * block + k], value(q, r, k) + 0.5) << "float64 from rank " << q;
+        ASSERT_EQ(bout[q * block + k], value(q, r, k)) << "uint8 from rank " << q;
+      }
+    }
+  }
+}
+
 void check_all_to_all_uneven_splits_larger_than_a_slot(ProcessGroup& g) {
   const int world = g.size();
   const int r = g.rank();

@@ -3,6 +3,7 @@
 
 #include "algorithms/selection.h"
 #include "cohort/config.h"
+#include "process_group/collective_checks.h"
 #include "process_group/thread_ranks.h"
 #include "transport/tcp/connect.h"
 
@@ -185,6 +186,37 @@ TEST(AlgorithmSelection, EveryAllReduceAlgorithmGivesTheSameSums) {
     }
   }
   reset_config("COHORT_ALGO");
+}
+
+// Where the table has two all_to_all algorithms by size, ranks whose own
+// largest blocks fall on either side still choose alike: they agree on the
+// largest block first. Rank 0 sends 8000-byte blocks, the others 400.
+TEST(AlgorithmSelection, AllToAllRanksAgreeOnTheSizeBeforeChoosing) {
+  set_config("COHORT_SHM", "off");
+  set_config("COHORT_ALGO", "all_to_all:0-4K:bruck,all_to_all:4K-:pairwise");
+  for (int world : {3, 5}) {
+    run_ranks(world, [&](ProcessGroup& g) {
+      const int r = g.rank();
+      auto count = [](int from) { return from == 0 ? size_t{2000} : size_t{100}; };
+      std::vector<std::vector<float>> ins, outs;
+      std::vector<Buffer> in_views, out_views;
+      for (int q = 0; q < world; ++q) {
+        ins.emplace_back(count(r), static_cast<float>(10 * r + q));
+        outs.emplace_back(count(q), -1.0f);
+      }
+      for (int q = 0; q < world; ++q) {
+        in_views.push_back(Buffer::of(ins[q]));
+        out_views.push_back(Buffer::of(outs[q]));
+      }
+      g.all_to_all(out_views, in_views);
+      for (int q = 0; q < world; ++q)
+        for (float v : outs[q]) ASSERT_EQ(v, static_cast<float>(10 * q + r));
+      // Equal blocks of 400 bytes: Bruck's steps.
+      check_all_to_all_even_splits(g);
+    });
+  }
+  reset_config("COHORT_ALGO");
+  reset_config("COHORT_SHM");
 }
 
 // Off by default (slower here than the slots), single-copy all_gather
