@@ -15,6 +15,7 @@
 #include "cohort/errors.h"
 #include "cohort/tensor.h"
 #include "store_adapter.h"
+#include "torch_errors.h"
 
 namespace cohort_torch {
 
@@ -70,7 +71,7 @@ class CohortWork : public c10d::Work {
   }
   std::exception_ptr exception() const override {
     for (const auto& w : works_) {
-      if (auto e = w->exception()) return e;
+      if (auto e = w->exception()) return as_torch_error(e);
     }
     return nullptr;
   }
@@ -82,6 +83,14 @@ class CohortWork : public c10d::Work {
   // is one budget for the whole list, as torch means it: each Work gets
   // what the ones before it left (at least 1 ms: 0 would be no timeout).
   bool wait(std::chrono::milliseconds timeout) override {
+    try {
+      return wait_for_all(timeout);
+    } catch (...) {
+      rethrow_as_torch_error(std::current_exception());
+    }
+  }
+
+  bool wait_for_all(std::chrono::milliseconds timeout) {
     const auto until = std::chrono::steady_clock::now() + timeout;
     for (size_t i = 0; i < works_.size(); ++i) {
       if (timeout.count() <= 0) {
@@ -136,7 +145,7 @@ class CohortWork : public c10d::Work {
         }
         if (countdown->remaining.fetch_sub(1) != 1) return;
         if (countdown->error) {
-          future->setError(countdown->error);
+          future->setError(as_torch_error(countdown->error));
         } else {
           future->markCompleted(c10::IValue(outputs));
         }
@@ -303,232 +312,272 @@ uint64_t CohortProcessGroup::getSequenceNumberForGroup() {
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                         const c10d::BroadcastOptions& opts) {
-  at::Tensor& t = only(tensors, "broadcast");
-  auto o = options<cohort::BroadcastOptions>(opts.timeout, async_op(opts.asyncOp));
-  o.src = static_cast<int>(opts.rootRank);
-  return finish(c10d::OpType::BROADCAST, "broadcast",
-                {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)}, tensors, tensors, tensors);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& t = only(tensors, "broadcast");
+    auto o = options<cohort::BroadcastOptions>(opts.timeout, async_op(opts.asyncOp));
+    o.src = static_cast<int>(opts.rootRank);
+    return finish(c10d::OpType::BROADCAST, "broadcast",
+                  {group_->broadcast(to_buffer(t, "broadcast's tensor"), o)}, tensors, tensors, tensors);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
-  at::Tensor& t = only(tensors, "all_reduce");
-  if (t.layout() == at::kSparse) {
-    // Sparse COO, as Gloo: blocking, its Work complete on return.
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& t = only(tensors, "all_reduce");
+    if (t.layout() == at::kSparse) {
+      // Sparse COO, as Gloo: blocking, its Work complete on return.
+      return finish(c10d::OpType::ALLREDUCE, "all_reduce",
+                    {cohort::all_reduce(t, to_reduce_op(opts.reduceOp, "all_reduce"), group_)}, tensors, {},
+                    tensors);
+    }
+    auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
+    o.op = to_reduce_op(opts.reduceOp, "all_reduce");
     return finish(c10d::OpType::ALLREDUCE, "all_reduce",
-                  {cohort::all_reduce(t, to_reduce_op(opts.reduceOp, "all_reduce"), group_)}, tensors, {},
-                  tensors);
-  }
-  auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
-  o.op = to_reduce_op(opts.reduceOp, "all_reduce");
-  return finish(c10d::OpType::ALLREDUCE, "all_reduce",
-                {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)}, tensors, tensors, tensors);
+                  {group_->all_reduce(to_buffer(t, "all_reduce's tensor"), o)}, tensors, tensors, tensors);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
-  o.op = to_reduce_op(opts.reduceOp, "all_reduce_coalesced");
-  return finish(c10d::OpType::ALLREDUCE_COALESCED, "all_reduce",
-                {group_->all_reduce_coalesced(buffers_of(tensors, "all_reduce_coalesced's tensor"), o)},
-                tensors, tensors, tensors);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto o = options<cohort::AllReduceOptions>(opts.timeout, async_op(opts.asyncOp));
+    o.op = to_reduce_op(opts.reduceOp, "all_reduce_coalesced");
+    return finish(c10d::OpType::ALLREDUCE_COALESCED, "all_reduce",
+                  {group_->all_reduce_coalesced(buffers_of(tensors, "all_reduce_coalesced's tensor"), o)},
+                  tensors, tensors, tensors);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::ReduceOptions& opts) {
-  at::Tensor& t = only(tensors, "reduce");
-  auto o = options<cohort::ReduceOptions>(opts.timeout, async_op(opts.asyncOp));
-  o.dst = static_cast<int>(opts.rootRank);
-  o.op = to_reduce_op(opts.reduceOp, "reduce");
-  return finish(c10d::OpType::REDUCE, "reduce", {group_->reduce(to_buffer(t, "reduce's tensor"), o)}, tensors,
-                tensors, tensors);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& t = only(tensors, "reduce");
+    auto o = options<cohort::ReduceOptions>(opts.timeout, async_op(opts.asyncOp));
+    o.dst = static_cast<int>(opts.rootRank);
+    o.op = to_reduce_op(opts.reduceOp, "reduce");
+    return finish(c10d::OpType::REDUCE, "reduce", {group_->reduce(to_buffer(t, "reduce's tensor"), o)},
+                  tensors, tensors, tensors);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::AllgatherOptions& opts) {
-  at::Tensor& input = only(inputs, "all_gather");
-  if (outputs.size() != 1) throw InvalidArgument("cohort: all_gather takes one output list per call");
-  auto o = options<cohort::AllGatherOptions>(opts.timeout, async_op(opts.asyncOp));
-  std::vector<at::Tensor> keep = outputs.front();
-  keep.push_back(input);
-  return finish(c10d::OpType::ALLGATHER, "all_gather",
-                {group_->all_gather(buffers_of(outputs.front(), "all_gather's output"),
-                                    to_buffer(input, "all_gather's input"), o)},
-                outputs.front(), std::move(keep), inputs);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& input = only(inputs, "all_gather");
+    if (outputs.size() != 1) throw InvalidArgument("cohort: all_gather takes one output list per call");
+    auto o = options<cohort::AllGatherOptions>(opts.timeout, async_op(opts.asyncOp));
+    std::vector<at::Tensor> keep = outputs.front();
+    keep.push_back(input);
+    return finish(c10d::OpType::ALLGATHER, "all_gather",
+                  {group_->all_gather(buffers_of(outputs.front(), "all_gather's output"),
+                                      to_buffer(input, "all_gather's input"), o)},
+                  outputs.front(), std::move(keep), inputs);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
-  auto o = options<cohort::AllGatherOptions>(opts.timeout, async_op(opts.asyncOp));
-  return finish(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor",
-                {group_->all_gather_into_tensor(to_buffer(output, "all_gather_into_tensor's output"),
-                                                to_buffer(input, "all_gather_into_tensor's input"), o)},
-                {output}, {output, input}, {input});
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto o = options<cohort::AllGatherOptions>(opts.timeout, async_op(opts.asyncOp));
+    return finish(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor",
+                  {group_->all_gather_into_tensor(to_buffer(output, "all_gather_into_tensor's output"),
+                                                  to_buffer(input, "all_gather_into_tensor's input"), o)},
+                  {output}, {output, input}, {input});
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  // torch's layout: outputs[q][i] receives rank q's inputs[i].
-  const int size = getSize();
-  if (outputs.size() != static_cast<size_t>(size)) {
-    throw InvalidArgument("cohort: all_gather_coalesced takes one output list per rank: the group has " +
-                          std::to_string(size) + " ranks, got " + std::to_string(outputs.size()) + " lists");
-  }
-  for (int q = 0; q < size; ++q) {
-    if (outputs[q].size() != inputs.size()) {
-      throw InvalidArgument("cohort: all_gather_coalesced's output list " + std::to_string(q) + " has " +
-                            std::to_string(outputs[q].size()) + " tensors, but there are " +
-                            std::to_string(inputs.size()) + " inputs");
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    // torch's layout: outputs[q][i] receives rank q's inputs[i].
+    const int size = getSize();
+    if (outputs.size() != static_cast<size_t>(size)) {
+      throw InvalidArgument("cohort: all_gather_coalesced takes one output list per rank: the group has " +
+                            std::to_string(size) + " ranks, got " + std::to_string(outputs.size()) +
+                            " lists");
     }
-  }
-  // One async all_gather per input, all in flight together; the Work ends
-  // with the last.
-  auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
-  WorkList works;
-  std::vector<at::Tensor> flat, keep(inputs);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<at::Tensor> column;
-    for (int q = 0; q < size; ++q) column.push_back(outputs[q][i]);
-    works.push_back(group_->all_gather(buffers_of(column, "all_gather_coalesced's output"),
-                                       to_buffer(inputs[i], "all_gather_coalesced's input"), o));
-  }
-  for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
-  keep.insert(keep.end(), flat.begin(), flat.end());
-  return finish(c10d::OpType::ALLGATHER_COALESCED, "all_gather", std::move(works), std::move(flat),
-                std::move(keep), inputs);
+    for (int q = 0; q < size; ++q) {
+      if (outputs[q].size() != inputs.size()) {
+        throw InvalidArgument("cohort: all_gather_coalesced's output list " + std::to_string(q) + " has " +
+                              std::to_string(outputs[q].size()) + " tensors, but there are " +
+                              std::to_string(inputs.size()) + " inputs");
+      }
+    }
+    // One async all_gather per input, all in flight together; the Work ends
+    // with the last.
+    auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
+    WorkList works;
+    std::vector<at::Tensor> flat, keep(inputs);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::vector<at::Tensor> column;
+      for (int q = 0; q < size; ++q) column.push_back(outputs[q][i]);
+      works.push_back(group_->all_gather(buffers_of(column, "all_gather_coalesced's output"),
+                                         to_buffer(inputs[i], "all_gather_coalesced's input"), o));
+    }
+    for (const auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+    keep.insert(keep.end(), flat.begin(), flat.end());
+    return finish(c10d::OpType::ALLGATHER_COALESCED, "all_gather", std::move(works), std::move(flat),
+                  std::move(keep), inputs);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
-  return pairwise("all_gather_into_tensor", "all_gather_into_tensor", outputs, inputs,
-                  [&](const cohort::Buffer& out, const cohort::Buffer& in) {
-                    return group_->all_gather_into_tensor(out, in, o);
-                  });
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto o = options<cohort::AllGatherOptions>(opts.timeout, true);
+    return pairwise("all_gather_into_tensor", "all_gather_into_tensor", outputs, inputs,
+                    [&](const cohort::Buffer& out, const cohort::Buffer& in) {
+                      return group_->all_gather_into_tensor(out, in, o);
+                    });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::GatherOptions& opts) {
-  at::Tensor& input = only(inputs, "gather");
-  auto o = options<cohort::GatherOptions>(opts.timeout, async_op(opts.asyncOp));
-  o.dst = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> list;
-  if (getRank() == o.dst) {
-    if (outputs.size() != 1) throw InvalidArgument("cohort: gather takes one output list on its root");
-    list = outputs.front();
-  }
-  std::vector<at::Tensor> keep(list);
-  keep.push_back(input);
-  return finish(c10d::OpType::GATHER, "gather",
-                {group_->gather(buffers_of(list, "gather's output"), to_buffer(input, "gather's input"), o)},
-                list, std::move(keep), inputs);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& input = only(inputs, "gather");
+    auto o = options<cohort::GatherOptions>(opts.timeout, async_op(opts.asyncOp));
+    o.dst = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> list;
+    if (getRank() == o.dst) {
+      if (outputs.size() != 1) throw InvalidArgument("cohort: gather takes one output list on its root");
+      list = outputs.front();
+    }
+    std::vector<at::Tensor> keep(list);
+    keep.push_back(input);
+    return finish(
+        c10d::OpType::GATHER, "gather",
+        {group_->gather(buffers_of(list, "gather's output"), to_buffer(input, "gather's input"), o)}, list,
+        std::move(keep), inputs);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::scatter(std::vector<at::Tensor>& outputs,
                                                       std::vector<std::vector<at::Tensor>>& inputs,
                                                       const c10d::ScatterOptions& opts) {
-  at::Tensor& output = only(outputs, "scatter");
-  auto o = options<cohort::ScatterOptions>(opts.timeout, async_op(opts.asyncOp));
-  o.src = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> list;
-  if (getRank() == o.src) {
-    if (inputs.size() != 1) throw InvalidArgument("cohort: scatter takes one input list on its root");
-    list = inputs.front();
-  }
-  std::vector<at::Tensor> keep(list);
-  keep.push_back(output);
-  return finish(
-      c10d::OpType::SCATTER, "scatter",
-      {group_->scatter(to_buffer(output, "scatter's output"), buffers_of(list, "scatter's input"), o)},
-      outputs, std::move(keep), list);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& output = only(outputs, "scatter");
+    auto o = options<cohort::ScatterOptions>(opts.timeout, async_op(opts.asyncOp));
+    o.src = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> list;
+    if (getRank() == o.src) {
+      if (inputs.size() != 1) throw InvalidArgument("cohort: scatter takes one input list on its root");
+      list = inputs.front();
+    }
+    std::vector<at::Tensor> keep(list);
+    keep.push_back(output);
+    return finish(
+        c10d::OpType::SCATTER, "scatter",
+        {group_->scatter(to_buffer(output, "scatter's output"), buffers_of(list, "scatter's input"), o)},
+        outputs, std::move(keep), list);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                              std::vector<std::vector<at::Tensor>>& inputs,
                                                              const c10d::ReduceScatterOptions& opts) {
-  at::Tensor& output = only(outputs, "reduce_scatter");
-  if (inputs.size() != 1) throw InvalidArgument("cohort: reduce_scatter takes one input list per call");
-  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, async_op(opts.asyncOp));
-  o.op = to_reduce_op(opts.reduceOp, "reduce_scatter");
-  std::vector<at::Tensor> keep(inputs.front());
-  keep.push_back(output);
-  return finish(c10d::OpType::REDUCE_SCATTER, "reduce_scatter",
-                {group_->reduce_scatter(to_buffer(output, "reduce_scatter's output"),
-                                        buffers_of(inputs.front(), "reduce_scatter's input"), o)},
-                outputs, std::move(keep), inputs.front());
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& output = only(outputs, "reduce_scatter");
+    if (inputs.size() != 1) throw InvalidArgument("cohort: reduce_scatter takes one input list per call");
+    auto o = options<cohort::ReduceScatterOptions>(opts.timeout, async_op(opts.asyncOp));
+    o.op = to_reduce_op(opts.reduceOp, "reduce_scatter");
+    std::vector<at::Tensor> keep(inputs.front());
+    keep.push_back(output);
+    return finish(c10d::OpType::REDUCE_SCATTER, "reduce_scatter",
+                  {group_->reduce_scatter(to_buffer(output, "reduce_scatter's output"),
+                                          buffers_of(inputs.front(), "reduce_scatter's input"), o)},
+                  outputs, std::move(keep), inputs.front());
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                    const c10d::ReduceScatterOptions& opts) {
-  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, async_op(opts.asyncOp));
-  o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor");
-  // The event records the output, as Gloo's does (torch's tests check it).
-  return finish(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
-                {group_->reduce_scatter_tensor(to_buffer(output, "reduce_scatter_tensor's output"),
-                                               to_buffer(input, "reduce_scatter_tensor's input"), o)},
-                {output}, {output, input}, {output});
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto o = options<cohort::ReduceScatterOptions>(opts.timeout, async_op(opts.asyncOp));
+    o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor");
+    // The event records the output, as Gloo's does (torch's tests check it).
+    return finish(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
+                  {group_->reduce_scatter_tensor(to_buffer(output, "reduce_scatter_tensor's output"),
+                                                 to_buffer(input, "reduce_scatter_tensor's input"), o)},
+                  {output}, {output, input}, {output});
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  auto o = options<cohort::ReduceScatterOptions>(opts.timeout, true);
-  o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
-  return pairwise("reduce_scatter_tensor", "reduce_scatter_tensor", outputs, inputs,
-                  [&](const cohort::Buffer& out, const cohort::Buffer& in) {
-                    return group_->reduce_scatter_tensor(out, in, o);
-                  });
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto o = options<cohort::ReduceScatterOptions>(opts.timeout, true);
+    o.op = to_reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
+    return pairwise("reduce_scatter_tensor", "reduce_scatter_tensor", outputs, inputs,
+                    [&](const cohort::Buffer& out, const cohort::Buffer& in) {
+                      return group_->reduce_scatter_tensor(out, in, o);
+                    });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                             std::vector<int64_t>& output_split_sizes,
                                                             std::vector<int64_t>& input_split_sizes,
                                                             const c10d::AllToAllOptions& opts) {
-  // The tensor-level all_to_all_single turns torch's row counts into the
-  // core's element counts and checks them.
-  auto work = cohort::all_to_all_single(output, input, output_split_sizes, input_split_sizes, group_, true);
-  if (!async_op(opts.asyncOp)) work->wait();
-  return finish(c10d::OpType::ALLTOALL_BASE, "all_to_all", {work}, {output}, {output, input}, {input});
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    // The tensor-level all_to_all_single turns torch's row counts into the
+    // core's element counts and checks them.
+    auto work = cohort::all_to_all_single(output, input, output_split_sizes, input_split_sizes, group_, true);
+    if (!async_op(opts.asyncOp)) work->wait();
+    return finish(c10d::OpType::ALLTOALL_BASE, "all_to_all", {work}, {output}, {output, input}, {input});
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                        std::vector<at::Tensor>& inputs,
                                                        const c10d::AllToAllOptions& opts) {
-  auto o = options<cohort::AllToAllOptions>(opts.timeout, async_op(opts.asyncOp));
-  std::vector<at::Tensor> keep(outputs);
-  keep.insert(keep.end(), inputs.begin(), inputs.end());
-  return finish(c10d::OpType::ALLTOALL, "all_to_all",
-                {group_->all_to_all(buffers_of(outputs, "all_to_all's output"),
-                                    buffers_of(inputs, "all_to_all's input"), o)},
-                outputs, std::move(keep), inputs);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    auto o = options<cohort::AllToAllOptions>(opts.timeout, async_op(opts.asyncOp));
+    std::vector<at::Tensor> keep(outputs);
+    keep.insert(keep.end(), inputs.begin(), inputs.end());
+    return finish(c10d::OpType::ALLTOALL, "all_to_all",
+                  {group_->all_to_all(buffers_of(outputs, "all_to_all's output"),
+                                      buffers_of(inputs, "all_to_all's input"), o)},
+                  outputs, std::move(keep), inputs);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
-  at::Tensor& t = only(tensors, "send");
-  return finish(c10d::OpType::SEND, "send", {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {},
-                tensors, tensors);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& t = only(tensors, "send");
+    return finish(c10d::OpType::SEND, "send", {group_->isend(to_buffer(t, "send's tensor"), dst, tag)}, {},
+                  tensors, tensors);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
-  at::Tensor& t = only(tensors, "recv");
-  return finish(c10d::OpType::RECV, "recv", {group_->irecv(to_buffer(t, "recv's tensor"), src, tag)}, tensors,
-                tensors, tensors);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& t = only(tensors, "recv");
+    return finish(c10d::OpType::RECV, "recv", {group_->irecv(to_buffer(t, "recv's tensor"), src, tag)},
+                  tensors, tensors, tensors);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  at::Tensor& t = only(tensors, "recv");
-  return finish(c10d::OpType::RECVANYSOURCE, "recvAnySource",
-                {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors, tensors,
-                tensors);
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    at::Tensor& t = only(tensors, "recv");
+    return finish(c10d::OpType::RECVANYSOURCE, "recvAnySource",
+                  {group_->irecv(to_buffer(t, "recv's tensor"), cohort::kAnySourceRank, tag)}, tensors,
+                  tensors, tensors);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CohortBackend::barrier(const c10d::BarrierOptions& opts) {
-  return finish(c10d::OpType::BARRIER, "barrier",
-                {group_->barrier(options<cohort::BarrierOptions>(opts.timeout, async_op(opts.asyncOp)))}, {},
-                {}, {});
+  return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
+    return finish(c10d::OpType::BARRIER, "barrier",
+                  {group_->barrier(options<cohort::BarrierOptions>(opts.timeout, async_op(opts.asyncOp)))},
+                  {}, {}, {});
+  });
 }
 
 void CohortBackend::setSequenceNumberForGroup() {

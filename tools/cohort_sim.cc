@@ -32,8 +32,9 @@ using cohort::Collective;
 struct Options {
   std::vector<int> ranks{16, 1024, 16384};
   int per_host = 1;
-  std::vector<Collective> collectives{Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-                                      Collective::kBroadcast, Collective::kReduce, Collective::kAllToAll};
+  std::vector<Collective> collectives{Collective::kAllReduce,     Collective::kAllGather,
+                                      Collective::kReduceScatter, Collective::kBroadcast,
+                                      Collective::kReduce,        Collective::kAllToAll};
   std::vector<size_t> sizes{4, 64 << 10, 16 << 20};
   bool forced = false;
   cohort::Algorithm algorithm = cohort::Algorithm::kRing;
@@ -126,7 +127,8 @@ void print_row(const Options& o, const cohort::CostModel& model, Collective c, i
   req.hosts = o.per_host > 1 ? (ranks + o.per_host - 1) / o.per_host : ranks;
   req.forced = o.forced;
   req.algorithm = o.algorithm;
-  std::printf("| %s | %d | %d | %s |", cohort::collective_name(c), ranks, req.hosts, size_text(bytes).c_str());
+  std::printf("| %s | %d | %d | %s |", cohort::collective_name(c), ranks, req.hosts,
+              size_text(bytes).c_str());
   auto report = cohort::run_simulation(req, model);
   if (!report.ok()) {
     std::printf(" not simulated: %s | | | | | |\n", report.status().message().c_str());
@@ -148,11 +150,13 @@ int main(int argc, char** argv) {
   cohort::CostModel model = cohort::CostModel::from_config();
   if (o.latency_us > 0) model.network.latency_s = o.latency_us * 1e-6;
   if (o.gbits > 0) model.network.bytes_per_s = o.gbits * 1e9 / 8;
-  std::printf("# cost model: network %.1f us, %.2f GB/s a host's link; rings within a host %.1f us, %.2f GB/s\n",
-              model.network.latency_s * 1e6, model.network.bytes_per_s / 1e9, model.shm_messages.latency_s * 1e6,
-              model.shm_messages.bytes_per_s / 1e9);
   std::printf(
-      "| collective | ranks | hosts | size a rank | algorithm | simulated (us) | model (us) | lower bound (us) | "
+      "# cost model: network %.1f us, %.2f GB/s a host's link; rings within a host %.1f us, %.2f GB/s\n",
+      model.network.latency_s * 1e6, model.network.bytes_per_s / 1e9, model.shm_messages.latency_s * 1e6,
+      model.shm_messages.bytes_per_s / 1e9);
+  std::printf(
+      "| collective | ranks | hosts | size a rank | algorithm | simulated (us) | model (us) | lower bound "
+      "(us) | "
       "simulated / bound | messages |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (Collective c : o.collectives) {
     for (int ranks : o.ranks) {

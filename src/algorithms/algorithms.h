@@ -106,7 +106,8 @@ Result<AllToAllShape> agree_all_to_all_shape(AlgoContext& c, const std::vector<B
                                              const std::vector<Buffer>& inputs);
 // bruck_all_to_all: the shape agreed, then Bruck's ceil(log2 P) steps where
 // every block has one size, else the pairwise exchange.
-Status bruck_all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs);
+Status bruck_all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs,
+                        const std::vector<Buffer>& inputs);
 // bruck_all_to_all_uniform: Bruck's steps alone, for a group already
 // agreed that every block has one size.
 Status bruck_all_to_all_uniform(AlgoContext& c, const std::vector<Buffer>& outputs,

@@ -95,7 +95,8 @@ Status bruck_all_to_all_uniform(AlgoContext& c, const std::vector<Buffer>& outpu
   return Status::ok_status();
 }
 
-Status bruck_all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs) {
+Status bruck_all_to_all(AlgoContext& c, const std::vector<Buffer>& outputs,
+                        const std::vector<Buffer>& inputs) {
   if (c.transport.size() == 1) return all_to_all(c, outputs, inputs);
   auto shape = agree_all_to_all_shape(c, outputs, inputs);
   if (!shape.ok()) return shape.status();

@@ -29,7 +29,8 @@ Status run_message_passing(AlgoContext& c, Algorithm a, const CollectiveCall& ca
     case Collective::kScatter:
       return scatter(c, call.output, *call.inputs, call.root);
     case Collective::kReduceScatter:
-      if (a == Algorithm::kRecursiveHalving) return halving_reduce_scatter(c, call.output, *call.inputs, call.op);
+      if (a == Algorithm::kRecursiveHalving)
+        return halving_reduce_scatter(c, call.output, *call.inputs, call.op);
       return reduce_scatter(c, call.output, *call.inputs, call.op);
     case Collective::kAllToAll:
       if (a == Algorithm::kBruck) return bruck_all_to_all(c, *call.outputs, *call.inputs);

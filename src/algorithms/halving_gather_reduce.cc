@@ -52,7 +52,8 @@ Status halving_gather_reduce(AlgoContext& c, const Buffer& buf, int root, Reduce
     const int child = me + mask;
     if (child < p) {
       const size_t from = at[static_cast<size_t>(child)];
-      st = sendrecv(c, step, -1, nullptr, 0, (child + root) % p, gathered + from, end_of(child + mask) - from);
+      st =
+          sendrecv(c, step, -1, nullptr, 0, (child + root) % p, gathered + from, end_of(child + mask) - from);
       if (!st.ok()) return st;
     }
   }

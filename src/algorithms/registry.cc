@@ -89,7 +89,8 @@ double bruck_cost(Collective c, const GroupShape& s, const CostModel& m, double 
     // ceil(log2 P) steps of about half the slots, each packed and unpacked.
     const int steps = ceil_log2(s.ranks);
     const double half = std::ceil(p / 2) * n;
-    return 2 * steps * l.latency_s + steps * (half / l.bytes_per_s + 2 * m.copy_s(half)) + 2 * m.copy_s(p * n);
+    return 2 * steps * l.latency_s + steps * (half / l.bytes_per_s + 2 * m.copy_s(half)) +
+           2 * m.copy_s(p * n);
   }
   // The blocks go into a rotated copy and out again.
   return ceil_log2(s.ranks) * l.latency_s + (p - 1) * n / l.bytes_per_s + 2 * m.copy_s(p * n);
@@ -121,8 +122,8 @@ double halving_gather_cost(Collective, const GroupShape& s, const CostModel& m, 
   const double p = s.ranks;
   // The reduce_scatter of P blocks of n/P, then log2 P one-way steps into
   // the root, whose link takes in (P-1)/P of the buffer.
-  return recursive_halving_cost(Collective::kReduceScatter, s, m, n / p) + ceil_log2(s.ranks) * l.latency_s / 2 +
-         (p - 1) / p * n / l.bytes_per_s;
+  return recursive_halving_cost(Collective::kReduceScatter, s, m, n / p) +
+         ceil_log2(s.ranks) * l.latency_s / 2 + (p - 1) / p * n / l.bytes_per_s;
 }
 
 double direct_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
@@ -182,8 +183,13 @@ const std::vector<AlgorithmEntry>& entries() {
        bit(Collective::kAllReduce) | bit(Collective::kBroadcast) | bit(Collective::kReduce) |
            bit(Collective::kAllGather) | bit(Collective::kReduceScatter) | bit(Collective::kAllToAll) |
            bit(Collective::kBarrier),
-       bit(Topology::kOneHost), shm_direct_cost,
-       "one host: flags and slots in shared memory, one or two steps"},
+       bit(Topology::kOneHost), shm_direct_cost, "one host: flags and slots in shared memory, one or two steps",
+       // On one host the direct collectives were measured faster than
+       // message passing through the rings at every size and rank count
+       // tried (docs/performance.md, "One host"), where the model's rates
+       // put the ring ahead of a large all_reduce: a message-passing
+       // algorithm runs on one host only when COHORT_ALGO forces it.
+       bit(Topology::kOneHost)},
       {Algorithm::kHierarchical, "hierarchical",
        bit(Collective::kAllReduce) | bit(Collective::kAllGather) | bit(Collective::kReduceScatter),
        bit(Topology::kHosts), hierarchical_cost,
@@ -195,8 +201,10 @@ const std::vector<AlgorithmEntry>& entries() {
       {Algorithm::kRing, "ring",
        bit(Collective::kAllReduce) | bit(Collective::kAllGather) | bit(Collective::kReduceScatter), kAnywhere,
        ring_cost, "P-1 steps (2(P-1) for all_reduce), (P-1)/P of the data each way, reduced as it lands"},
-      {Algorithm::kBruck, "bruck", bit(Collective::kAllGather) | bit(Collective::kAllToAll), kAnywhere, bruck_cost,
-       "ceil(log2 P) steps, (P-1)/P of the data, one copy in and out; all_to_all: the blocks' size agreed, then "
+      {Algorithm::kBruck, "bruck", bit(Collective::kAllGather) | bit(Collective::kAllToAll), kAnywhere,
+       bruck_cost,
+       "ceil(log2 P) steps, (P-1)/P of the data, one copy in and out; all_to_all: the blocks' size agreed, "
+       "then "
        "ceil(log2 P) steps of half the blocks (pairwise where they differ)"},
       {Algorithm::kRecursiveHalving, "recursive_halving", bit(Collective::kReduceScatter), kAnywhere,
        recursive_halving_cost, "log2 P steps, (P-1)/P of the data"},
@@ -309,16 +317,11 @@ LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& m
 
 Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
                    double* seconds) {
-  // On one host the direct shared-memory collectives were measured faster
-  // than message passing through the rings at every size and rank count
-  // tried (docs/performance.md, "One host"), where the model's rates for
-  // the two would put the ring ahead of a large all_reduce: the table
-  // takes them there, and a message-passing algorithm runs on one host only
-  // when COHORT_ALGO forces it.
-  const AlgorithmEntry& direct = registry_entry(Algorithm::kShmDirect);
-  if (shape.topology == Topology::kOneHost && direct.runs(c)) {
-    if (seconds) *seconds = direct.cost(c, shape, model, bytes);
-    return Algorithm::kShmDirect;
+  for (const AlgorithmEntry& e : entries()) {
+    if (e.runs(c) && e.fits(shape.topology) && e.taken(shape.topology)) {
+      if (seconds) *seconds = e.cost(c, shape, model, bytes);
+      return e.algorithm;
+    }
   }
   const AlgorithmEntry* best = nullptr;
   double best_s = 0;

@@ -64,9 +64,14 @@ struct AlgorithmEntry {
   uint32_t topologies;   // bit (1 << Topology) for each group it can run in
   AlgorithmCost cost;
   const char* summary;  // steps and bytes, for cohort-info and docs
+  // taken_on: bit (1 << Topology) for each group where the table takes
+  // this entry whenever it runs the collective, whatever the model says
+  // (measured faster there than the model can tell); 0 for most.
+  uint32_t taken_on = 0;
 
   bool runs(Collective c) const { return (collectives >> static_cast<int>(c)) & 1u; }
   bool fits(Topology t) const { return (topologies >> static_cast<int>(t)) & 1u; }
+  bool taken(Topology t) const { return (taken_on >> static_cast<int>(t)) & 1u; }
 };
 
 // algorithm_registry: every entry, in a fixed order (ties go to the first).

@@ -56,8 +56,14 @@ struct RankState {
 class Simulation {
  public:
   Simulation(const std::vector<RankSchedule>& s, const std::vector<int>& host_of, const CostModel& m)
-      : s_(s), host_of_(host_of), m_(m), ranks_(s.size()), egress_(s.size(), 0), ingress_(s.size(), 0),
-        out_bytes_(s.size(), 0), in_bytes_(s.size(), 0) {}
+      : s_(s),
+        host_of_(host_of),
+        m_(m),
+        ranks_(s.size()),
+        egress_(s.size(), 0),
+        ingress_(s.size(), 0),
+        out_bytes_(s.size(), 0),
+        in_bytes_(s.size(), 0) {}
 
   SimulatedCall run() {
     for (size_t r = 0; r < s_.size(); ++r)
@@ -88,8 +94,12 @@ class Simulation {
   size_t first_reduce(size_t r) const {
     return s_[r].batches.empty() ? s_[r].reduce_after : s_[r].batches[0].reduce_before;
   }
-  void push(EventKind k, double t, int rank, uint32_t index) { events_.push(Event{t, order_++, k, rank, index}); }
-  bool same_host(int a, int b) const { return host_of_[static_cast<size_t>(a)] == host_of_[static_cast<size_t>(b)]; }
+  void push(EventKind k, double t, int rank, uint32_t index) {
+    events_.push(Event{t, order_++, k, rank, index});
+  }
+  bool same_host(int a, int b) const {
+    return host_of_[static_cast<size_t>(a)] == host_of_[static_cast<size_t>(b)];
+  }
   double wake_s(int a, int b) const {
     return (same_host(a, b) ? m_.shm_messages.latency_s : m_.network.latency_s) / 2;
   }
@@ -105,7 +115,8 @@ class Simulation {
     st.pending = b.num_sends + b.num_recvs;
     st.batch_end = t;
     if (st.pending == 0) return next_batch(r);
-    for (uint32_t i = 0; i < b.num_sends; ++i) push(EventKind::kDepart, t + m_.message_s * (i + 1), r, b.first_send + i);
+    for (uint32_t i = 0; i < b.num_sends; ++i)
+      push(EventKind::kDepart, t + m_.message_s * (i + 1), r, b.first_send + i);
     for (uint32_t i = 0; i < b.num_recvs; ++i) {
       const uint32_t idx = b.first_recv + i;
       if (!sched.recvs[idx].reposted) post_recv(r, idx, t);
@@ -165,9 +176,10 @@ class Simulation {
   bool sizes_agree(int src, int dst, size_t sent, uint32_t idx) {
     const TracedRecv& rec = s_[static_cast<size_t>(dst)].recvs[idx];
     if (sent == rec.bytes) return true;
-    error_ = Status(StatusCode::kDesync, "rank " + std::to_string(dst) + " expects " + std::to_string(rec.bytes) +
-                                             " bytes from rank " + std::to_string(src) + " (tag " +
-                                             std::to_string(rec.tag) + "), which sends " + std::to_string(sent));
+    error_ =
+        Status(StatusCode::kDesync, "rank " + std::to_string(dst) + " expects " + std::to_string(rec.bytes) +
+                                        " bytes from rank " + std::to_string(src) + " (tag " +
+                                        std::to_string(rec.tag) + "), which sends " + std::to_string(sent));
     return false;
   }
 
@@ -199,13 +211,13 @@ class Simulation {
   Status check_everything_met() const {
     for (const auto& [key, m] : meetings_) {
       if (!m.waiting.empty())
-        return Status(StatusCode::kDesync, "rank " + std::to_string(key.dst) + " waits for a message from rank " +
-                                               std::to_string(key.src) + " (tag " + std::to_string(key.tag) +
-                                               ") that it never sends");
+        return Status(StatusCode::kDesync, "rank " + std::to_string(key.dst) +
+                                               " waits for a message from rank " + std::to_string(key.src) +
+                                               " (tag " + std::to_string(key.tag) + ") that it never sends");
       if (!m.arrived.empty())
         return Status(StatusCode::kDesync, "rank " + std::to_string(key.src) + "'s message to rank " +
-                                               std::to_string(key.dst) + " (tag " + std::to_string(key.tag) + ", " +
-                                               std::to_string(m.arrived.front().second) +
+                                               std::to_string(key.dst) + " (tag " + std::to_string(key.tag) +
+                                               ", " + std::to_string(m.arrived.front().second) +
                                                " bytes) is never received");
     }
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -229,7 +241,8 @@ class Simulation {
 };
 
 // The cheapest entry that runs `c` in `shape` over messages.
-Algorithm cheapest_over_messages(Collective c, const GroupShape& shape, const CostModel& model, double bytes) {
+Algorithm cheapest_over_messages(Collective c, const GroupShape& shape, const CostModel& model,
+                                 double bytes) {
   Algorithm best = Algorithm::kRing;
   double best_s = -1;
   for (const AlgorithmEntry& e : algorithm_registry()) {
@@ -267,8 +280,8 @@ std::vector<int> layout_host_of(int ranks, int hosts) {
 
 Result<SimulationReport> run_simulation(const SimulationRequest& req, const CostModel& model) {
   if (req.ranks < 1 || req.hosts < 1 || req.hosts > req.ranks)
-    return invalid_argument("a layout of " + std::to_string(req.ranks) + " ranks on " + std::to_string(req.hosts) +
-                            " hosts (hosts must be 1 to ranks)");
+    return invalid_argument("a layout of " + std::to_string(req.ranks) + " ranks on " +
+                            std::to_string(req.hosts) + " hosts (hosts must be 1 to ranks)");
   const GroupShape shape = GroupShape::of(req.ranks, req.hosts);
   SimulationReport report;
   auto table = AlgorithmTable::build(shape, model, "").choose(req.collective, req.bytes);
@@ -299,11 +312,12 @@ Result<SimulationReport> run_simulation(const SimulationRequest& req, const Cost
   for (int r = 0; r < req.ranks; ++r) {
     schedules.push_back(trace_rank(report.algorithm, buffers, r, host_of, scratch));
     const RankSchedule& s = schedules.back();
-    if (!s.status.ok()) return Status(s.status.code(), "rank " + std::to_string(r) + ": " + s.status.message());
+    if (!s.status.ok())
+      return Status(s.status.code(), "rank " + std::to_string(r) + ": " + s.status.message());
     messages += s.messages();
     if (messages > req.max_messages)
-      return invalid_argument("over " + std::to_string(req.max_messages) + " messages by rank " + std::to_string(r) +
-                              " of " + std::to_string(req.ranks));
+      return invalid_argument("over " + std::to_string(req.max_messages) + " messages by rank " +
+                              std::to_string(r) + " of " + std::to_string(req.ranks));
   }
   report.call = simulate(schedules, host_of, model);
   if (!report.call.status.ok()) return report.call.status;

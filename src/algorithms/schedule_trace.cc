@@ -102,8 +102,7 @@ size_t CallBuffers::footprint(Collective c, int ranks, size_t bytes) {
   return one + (c == Collective::kAllToAll ? 2 : 1) * blocks + 2 * blocks;
 }
 
-CallBuffers::CallBuffers(Collective c, int ranks, size_t bytes)
-    : collective_(c), count_(float_count(bytes)) {
+CallBuffers::CallBuffers(Collective c, int ranks, size_t bytes) : collective_(c), count_(float_count(bytes)) {
   if (c == Collective::kBarrier) return;
   whole_.resize(count_);
   if (takes_whole(c)) return;

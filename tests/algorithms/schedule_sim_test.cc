@@ -47,7 +47,8 @@ SimulationRequest forcing(Algorithm a, Collective c, size_t bytes, int p, int ho
   return request(c, bytes, p, hosts, &a);
 }
 
-std::vector<RankSchedule> trace_all(Algorithm a, Collective c, int p, size_t bytes, const std::vector<int>& host_of) {
+std::vector<RankSchedule> trace_all(Algorithm a, Collective c, int p, size_t bytes,
+                                    const std::vector<int>& host_of) {
   CallBuffers buffers(c, p, bytes);
   std::vector<uint8_t> scratch;
   std::vector<RankSchedule> out;
@@ -60,8 +61,7 @@ TEST(ScheduleSimulation, ARingAllGatherTakesItsStepsByHand) {
   // half a latency to wake the waiting receiver.
   const int p = 6;
   const size_t block = 100000;
-  auto report = run_simulation(
-      forcing(Algorithm::kRing, Collective::kAllGather, block, p, p), round_model());
+  auto report = run_simulation(forcing(Algorithm::kRing, Collective::kAllGather, block, p, p), round_model());
   ASSERT_TRUE(report.ok()) << report.status().message();
   const double step = 10e-6 + block / 1e9;
   EXPECT_NEAR(report.value().call.seconds, (p - 1) * step, 1e-9);
@@ -74,8 +74,8 @@ TEST(ScheduleSimulation, ABinomialBroadcastIsItsDepthOfOneWayHops) {
   // 8 ranks: three hops deep; the root's sends queue on its link, so rank
   // 1 (the last of the root's children) hears at 3 transfers plus a latency.
   const size_t n = 1 << 20;
-  auto report = run_simulation(
-      forcing(Algorithm::kBinomialTree, Collective::kBroadcast, n, 8, 8), round_model());
+  auto report =
+      run_simulation(forcing(Algorithm::kBinomialTree, Collective::kBroadcast, n, 8, 8), round_model());
   ASSERT_TRUE(report.ok()) << report.status().message();
   const double transfer = n / 1e9;
   EXPECT_GE(report.value().call.seconds, 3 * transfer + 10e-6 - 1e-9);
@@ -86,14 +86,14 @@ TEST(ScheduleSimulation, RanksOfAHostShareItsLink) {
   // all_to_all, 2 hosts x 4 ranks: each host's 4 ranks each send a block to
   // each of the 4 ranks of the other host: 16 blocks over each host's link.
   const size_t block = 1 << 20;
-  auto report = run_simulation(
-      forcing(Algorithm::kPairwise, Collective::kAllToAll, block, 8, 2), round_model());
+  auto report =
+      run_simulation(forcing(Algorithm::kPairwise, Collective::kAllToAll, block, 8, 2), round_model());
   ASSERT_TRUE(report.ok()) << report.status().message();
   EXPECT_DOUBLE_EQ(report.value().call.most_bytes_on_a_link, 16.0 * block);
   EXPECT_GE(report.value().call.seconds, 16.0 * block / 1e9);
   // Each rank its own host: 7 blocks over each link, at once.
-  auto flat = run_simulation(
-      forcing(Algorithm::kPairwise, Collective::kAllToAll, block, 8, 8), round_model());
+  auto flat =
+      run_simulation(forcing(Algorithm::kPairwise, Collective::kAllToAll, block, 8, 8), round_model());
   ASSERT_TRUE(flat.ok());
   EXPECT_DOUBLE_EQ(flat.value().call.most_bytes_on_a_link, 7.0 * block);
   EXPECT_LT(flat.value().call.seconds, report.value().call.seconds);
@@ -103,7 +103,8 @@ TEST(ScheduleSimulation, ReductionsAreTalliedNotDone) {
   // Recursive halving at 8 ranks reduces half, a quarter, an eighth of the
   // blocks: 7 blocks a rank in all, and leaves the buffers as they were.
   const size_t block = 4096;
-  auto schedules = trace_all(Algorithm::kRecursiveHalving, Collective::kReduceScatter, 8, block, layout_host_of(8, 8));
+  auto schedules =
+      trace_all(Algorithm::kRecursiveHalving, Collective::kReduceScatter, 8, block, layout_host_of(8, 8));
   for (const RankSchedule& s : schedules) {
     ASSERT_TRUE(s.status.ok()) << s.status.message();
     size_t reduced = s.reduce_after;
@@ -133,8 +134,8 @@ TEST_P(EverySchedule, FitsTogether) {
     for (size_t bytes : {size_t{4}, size_t{20000}, size_t{600000}}) {
       SimulationRequest req = forcing(a, c, bytes, p, hosts);
       auto report = run_simulation(req, CostModel::from_config());
-      ASSERT_TRUE(report.ok()) << algorithm_name(a) << " " << collective_name(c) << " P=" << p << " on " << hosts
-                               << " hosts, " << bytes << " B: " << report.status().message();
+      ASSERT_TRUE(report.ok()) << algorithm_name(a) << " " << collective_name(c) << " P=" << p << " on "
+                               << hosts << " hosts, " << bytes << " B: " << report.status().message();
       EXPECT_GT(report.value().call.seconds, 0);
       // Never faster than the bound (model terms alike).
       EXPECT_GE(report.value().call.seconds, 0.5 * report.value().bound.seconds);
@@ -148,7 +149,8 @@ std::vector<std::tuple<Algorithm, Collective, int>> every_schedule() {
     if (!runs_over_messages(e.algorithm)) continue;
     for (int c = 0; c < kCollectives; ++c) {
       if (!e.runs(static_cast<Collective>(c))) continue;
-      for (int p : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16}) out.emplace_back(e.algorithm, static_cast<Collective>(c), p);
+      for (int p : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16})
+        out.emplace_back(e.algorithm, static_cast<Collective>(c), p);
     }
   }
   return out;
@@ -183,8 +185,7 @@ TEST(ScheduleSimulation, RefusesWhatItCannotTrace) {
   auto shm = run_simulation(forcing(Algorithm::kShmDirect, Collective::kAllReduce, 64, 4, 1),
                             CostModel::from_config());
   EXPECT_FALSE(shm.ok());
-  auto big = run_simulation(request(Collective::kAllGather, 16 << 20, 1024, 1024),
-                            CostModel::from_config());
+  auto big = run_simulation(request(Collective::kAllGather, 16 << 20, 1024, 1024), CostModel::from_config());
   ASSERT_FALSE(big.ok());
   EXPECT_NE(big.status().message().find("a rank's buffers would take"), std::string::npos);
   auto layout = run_simulation(request(Collective::kAllReduce, 64, 4, 5), CostModel::from_config());
@@ -203,8 +204,8 @@ class RecordingTransport : public Transport {
   explicit RecordingTransport(Transport& real) : real_(real) {}
   int rank() const override { return real_.rank(); }
   int size() const override { return real_.size(); }
-  Status exchange(SendRequest* sends, size_t num_sends, RecvRequest* recvs, size_t num_recvs, Deadline deadline,
-                  const std::string& what) override {
+  Status exchange(SendRequest* sends, size_t num_sends, RecvRequest* recvs, size_t num_recvs,
+                  Deadline deadline, const std::string& what) override {
     Batch batch;
     for (size_t i = 0; i < num_sends; ++i)
       batch.sends.emplace_back(sends[i].peer, sends[i].tag, sends[i].bytes);
@@ -273,7 +274,8 @@ TEST(ScheduleSimulation, TracedSchedulesAreWhatTheRealRunPosts) {
     std::vector<std::future<std::vector<RecordingTransport::Batch>>> runs;
     for (int r = 0; r < p; ++r) {
       runs.push_back(std::async(std::launch::async, [&, r] {
-        auto group = connect_group(store, r, ranks, "127.0.0.1", Deadline::after(std::chrono::seconds(30)), false);
+        auto group =
+            connect_group(store, r, ranks, "127.0.0.1", Deadline::after(std::chrono::seconds(30)), false);
         EXPECT_TRUE(group.ok()) << group.status().message();
         if (!group.ok()) return std::vector<RecordingTransport::Batch>{};
         RecordingTransport recording(*group.value().transport);

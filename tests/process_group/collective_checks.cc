@@ -350,14 +350,16 @@ void check_all_to_all_uneven_splits_larger_than_a_slot(ProcessGroup& g) {
   for (int q = 0; q < world; ++q) {
     in_splits.push_back(count(r, q));
     out_splits.push_back(count(q, r));
-    for (size_t i = 0; i < count(r, q); ++i) flat_in.push_back(static_cast<int32_t>(1000000 * r + 1000 * q) + static_cast<int32_t>(i % 997));
+    for (size_t i = 0; i < count(r, q); ++i)
+      flat_in.push_back(static_cast<int32_t>(1000000 * r + 1000 * q) + static_cast<int32_t>(i % 997));
   }
   std::vector<int32_t> flat_out(std::accumulate(out_splits.begin(), out_splits.end(), size_t{0}), -1);
   g.all_to_all_single(Buffer::of(flat_out), Buffer::of(flat_in), out_splits, in_splits);
   size_t off = 0;
   for (int q = 0; q < world; ++q) {
     for (size_t i = 0; i < out_splits[q]; ++i) {
-      ASSERT_EQ(flat_out[off + i], static_cast<int32_t>(1000000 * q + 1000 * r) + static_cast<int32_t>(i % 997))
+      ASSERT_EQ(flat_out[off + i],
+                static_cast<int32_t>(1000000 * q + 1000 * r) + static_cast<int32_t>(i % 997))
           << "from rank " << q << " [" << i << "]";
     }
     off += out_splits[q];
@@ -377,7 +379,8 @@ void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
   const size_t sizes[] = {1, 2, 10, 1023, 1024, 1025, 1200};
   for (int i = 0; i < 300; ++i) {
     const int root = (i / 60) % world;
-    if (i % 60 == 5 && g.rank() == (root + 1) % world) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if (i % 60 == 5 && g.rank() == (root + 1) % world)
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
     const size_t n = sizes[static_cast<size_t>(i) % (i % 60 < 45 ? 5 : 7)];
     std::vector<int32_t> data(n, -1);
     if (g.rank() == root) {
@@ -386,7 +389,8 @@ void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
     BroadcastOptions o;
     o.src = root;
     g.broadcast(Buffer::of(data), o);
-    for (size_t k = 0; k < n; ++k) ASSERT_EQ(data[k], i * 1000 + static_cast<int32_t>(k)) << "broadcast " << i;
+    for (size_t k = 0; k < n; ++k)
+      ASSERT_EQ(data[k], i * 1000 + static_cast<int32_t>(k)) << "broadcast " << i;
     if (i % 100 == 99) {
       std::vector<int64_t> ones(3, 1);  // through the posts, as the broadcasts
       g.all_reduce(Buffer::of(ones));
@@ -415,7 +419,8 @@ void check_small_reduces_run_ahead_of_their_root(ProcessGroup& g) {
     g.reduce(Buffer::of(data), o);
     if (g.rank() != root) continue;
     const int64_t ranks = world * (world + 1) / 2;  // the sum of rank + 1
-    for (size_t k = 0; k < n; ++k) ASSERT_EQ(data[k], ranks * (i * 1000 + static_cast<int64_t>(k))) << "reduce " << i;
+    for (size_t k = 0; k < n; ++k)
+      ASSERT_EQ(data[k], ranks * (i * 1000 + static_cast<int64_t>(k))) << "reduce " << i;
   }
 }
 

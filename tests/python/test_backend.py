@@ -5,6 +5,7 @@ by torch.multiprocessing (spawn, as PyTorch's tutorial does), real torch
 Run by ctest (python.Backend) with PYTHONPATH naming build/python.
 """
 
+import datetime
 import os
 import sys
 
@@ -242,7 +243,8 @@ def all_reduce_until_a_rank_dies(rank, size):
             t.fill_(1.0)
             dist.all_reduce(t)
         except RuntimeError as e:
-            return time.monotonic() - start, str(e)
+            # torch's class for a dead peer, as its own backends raise it.
+            return time.monotonic() - start, f"{type(e).__name__}: {e}"
     return None, "no error"
 
 
@@ -250,9 +252,68 @@ def test_a_killed_rank_fails_every_survivor_naming_it():
     out = run_ranks(all_reduce_until_a_rank_dies, 4, killed=(3,))
     assert sorted(out) == [0, 1, 2]
     for rank, (seconds, message) in out.items():
+        assert message.startswith("DistNetworkError: "), f"rank {rank}: {message}"
         assert "rank 3" in message, f"rank {rank}: {message}"
         # Well before the group's 60 s timeout: the connection's end told.
         assert seconds is not None and seconds < 30, f"rank {rank} took {seconds} s: {message}"
+
+
+# Errors keep their kind: a timeout and a desync are torch's
+# DistBackendError, as torch's NCCL backend raises them, from a blocking
+# call and from an async one's wait() and future.
+
+
+def late_rank_and_mismatch(rank, size):
+    import time
+
+    group = dist.new_group(timeout=datetime.timedelta(seconds=2))
+    kinds = {}
+    if rank == 1:
+        time.sleep(3)  # misses the first all_reduce's 2 s on rank 0
+    else:
+        try:
+            dist.all_reduce(torch.ones(4), group=group)
+            kinds["blocking"] = "passed"
+        except RuntimeError as e:
+            kinds["blocking"] = (type(e).__name__, str(e))
+    return kinds
+
+
+def test_a_timeout_is_torchs_dist_backend_error():
+    out = run_ranks(late_rank_and_mismatch, 2)
+    kind, message = out[0]["blocking"]
+    assert kind == "DistBackendError", (kind, message)
+    assert isinstance(dist.DistBackendError("x"), RuntimeError)
+    assert "all_reduce" in message and "ranks [1]" in message, message
+
+
+def async_timeout(rank, size):
+    import time
+
+    group = dist.new_group(timeout=datetime.timedelta(seconds=2))
+    if rank == 1:
+        time.sleep(3)
+        return None
+    out = {}
+    work = dist.all_reduce(torch.ones(4), group=group, async_op=True)
+    try:
+        work.wait()
+        out["wait"] = "passed"
+    except RuntimeError as e:
+        out["wait"] = type(e).__name__
+    future = dist.all_reduce(torch.ones(4), group=group, async_op=True).get_future()
+    try:
+        future.wait()
+        out["future"] = "passed"
+    except RuntimeError as e:
+        out["future"] = type(e).__name__
+    return out
+
+
+def test_an_async_timeout_is_dist_backend_error_from_wait_and_from_the_future():
+    out = run_ranks(async_timeout, 2)
+    assert out[0]["wait"] == "DistBackendError", out[0]
+    assert out[0]["future"] == "DistBackendError", out[0]
 
 
 if __name__ == "__main__":

@@ -206,13 +206,15 @@ def mismatched_collectives(rank, size):
             dist.broadcast(torch.ones(4), src=0)
         return None
     except RuntimeError as e:
-        return str(e)
+        return f"{type(e).__name__}: {e}"
 
 
 def test_torch_distributed_debug_detail_turns_on_the_desync_check():
     out = run_ranks(mismatched_collectives, 2, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
     for rank in range(2):
         assert out[rank] is not None, f"rank {rank} returned from a mismatched collective"
+        # A desync is torch's DistBackendError, as a timeout is.
+        assert out[rank].startswith("DistBackendError: "), out[rank]
         assert "all_reduce" in out[rank] and "broadcast" in out[rank], out[rank]
 
 
