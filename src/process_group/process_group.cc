@@ -266,7 +266,11 @@ void ProcessGroup::release_inline() {
 // up messages. The error keeps its class (NetworkError, TimeoutError, ...).
 void ProcessGroup::mark_broken(std::exception_ptr error, const std::string& what) {
   if (state_->broken_) return;
-  StatusCode code = StatusCode::kNetworkError;
+  // The group's later calls fail with the kind of the failure that broke
+  // it: a store's failure stays a StoreError; anything else that is not a
+  // timeout, desync or dead peer (an unsupported call found while running)
+  // is a BackendError, not a "network" error.
+  StatusCode code = StatusCode::kBackendError;
   std::string message;
   try {
     std::rethrow_exception(error);
@@ -276,7 +280,13 @@ void ProcessGroup::mark_broken(std::exception_ptr error, const std::string& what
   } catch (const DesyncError& e) {
     code = StatusCode::kDesync;
     message = e.what();
-  } catch (const std::exception& e) {
+  } catch (const NetworkError& e) {
+    code = StatusCode::kNetworkError;
+    message = e.what();
+  } catch (const StoreError& e) {
+    code = StatusCode::kStoreError;
+    message = e.what();
+  } catch (const std::exception& e) {  // an InvalidArgument found while running, too
     message = e.what();
   }
   state_->broken_ =

@@ -3,6 +3,7 @@
 
 #include "algorithms/selection.h"
 #include "cohort/config.h"
+#include "cohort/errors.h"
 #include "process_group/collective_checks.h"
 #include "process_group/thread_ranks.h"
 #include "transport/tcp/connect.h"
@@ -110,6 +111,29 @@ TEST(AlgorithmSelection, OverridesTakeSizeRangesAndRefuseWhatCannotRun) {
   set_config("COHORT_ALGO", "all_reduce=shm_direct");
   EXPECT_EQ(choose_algorithm(Collective::kBarrier, 0, 8).value(), Algorithm::kDissemination);
   reset_config("COHORT_ALGO");
+}
+
+// A group that a refused override broke refuses later work as a
+// BackendError naming the first failure: not a network error, since no
+// peer is gone.
+TEST(AlgorithmSelection, AGroupBrokenByARefusedOverrideIsNotANetworkError) {
+  set_config("COHORT_SHM", "off");
+  set_config("COHORT_ALGO", "all_reduce=shm_direct");
+  run_ranks(2, [](ProcessGroup& g) {
+    std::vector<float> f(4, 1.0f);
+    EXPECT_THROW(g.all_reduce(Buffer::of(f)), InvalidArgument);
+    try {
+      g.barrier();
+      ADD_FAILURE() << "a broken group ran a barrier";
+    } catch (const BackendError& e) {
+      EXPECT_NE(std::string(e.what()).find("can no longer be used because all_reduce"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("shm_direct needs every rank on one host"), std::string::npos)
+          << e.what();
+    }
+  });
+  reset_config("COHORT_ALGO");
+  reset_config("COHORT_SHM");
 }
 
 TEST(AlgorithmSelection, LeadersOverridesApplyBetweenHostsOnly) {
