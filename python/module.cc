@@ -34,7 +34,10 @@ PYBIND11_MODULE(_C, m) {
       .def("_alloc_symmetric", &cohort_torch::CohortBackend::alloc_symmetric, py::arg("bytes"),
            "A uint8 tensor of `bytes` on a block every rank of the group on this host maps "
            "(cohort_torch.empty_symmetric wraps it); collective.",
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "_stragglers", [](const cohort_torch::CohortBackend& b) { return b.group()->stragglers_json(); },
+          "The group's straggler accounting as JSON (cohort_torch.stragglers parses it).");
 
   // Deliberately not a registered class: Python sees the group as torch's
   // own ProcessGroup type, which torch checks exactly (`type(group) is

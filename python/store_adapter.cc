@@ -92,6 +92,12 @@ void StoreAdapter::set_timeout(std::chrono::milliseconds timeout) {
   store_->setTimeout(timeout);
 }
 
+std::shared_ptr<cohort::Store> StoreAdapter::root() {
+  auto* prefixed = dynamic_cast<c10d::PrefixStore*>(store_.get());
+  if (!prefixed) return nullptr;
+  return std::make_shared<StoreAdapter>(prefixed->getUnderlyingNonPrefixStore());
+}
+
 std::string master_host_of(const c10::intrusive_ptr<c10d::Store>& store) {
   c10::intrusive_ptr<c10d::Store> s = store;
   while (auto* prefix = dynamic_cast<c10d::PrefixStore*>(s.get())) s = prefix->getUnderlyingStore();

@@ -33,6 +33,8 @@ class StoreAdapter : public cohort::Store {
   void multi_set(const std::vector<std::string>& keys, const std::vector<cohort::Bytes>& values) override;
   std::chrono::milliseconds timeout() const override;
   void set_timeout(std::chrono::milliseconds timeout) override;
+  // root is torch's store under its PrefixStores, seen as cohort's.
+  std::shared_ptr<cohort::Store> root() override;
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;

@@ -33,6 +33,8 @@ class PrefixStore : public Store {
   std::chrono::milliseconds timeout() const override;
   void set_timeout(std::chrono::milliseconds timeout) override;
 
+  std::shared_ptr<Store> root() override;
+
   // underlying returns the wrapped store.
   const std::shared_ptr<Store>& underlying() const { return store_; }
 

@@ -181,6 +181,13 @@ class ProcessGroup {
   // store failure.
   std::shared_ptr<SymmetricMemory> alloc_symmetric(size_t bytes, std::chrono::milliseconds timeout = {});
 
+  // stragglers_json says, as a JSON object, who this group's ranks wait
+  // for (docs/stragglers.md): this rank's own counts and the group's last
+  // summary ("summary", null until the group's rank 0 has joined the
+  // ranks' times, about COHORT_STRAGGLER_INTERVAL_S after the first
+  // collectives). Reads only what this process holds: no store call.
+  std::string stragglers_json() const;
+
   // abort fails the running and queued operations at once and makes the
   // group refuse new ones. Thread-safe.
   void abort(const std::string& reason = "abort() was called");

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,11 @@ class Store {
 
   // set_timeout changes timeout().
   virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
+
+  // root returns the store under every prefix this one adds (a
+  // PrefixStore's wrapped store, all the way down), where keys that belong
+  // to the whole job live; null when this store adds no prefix.
+  virtual std::shared_ptr<Store> root() { return nullptr; }
 };
 
 }  // namespace cohort

@@ -22,7 +22,7 @@ import torch.distributed as _dist
 
 from ._C import ProcessGroupCohort, TCPStore, _bind_from_environment, _cohort_process_group
 
-__all__ = ["ProcessGroupCohort", "TCPStore", "empty_symmetric", "monitored_barrier"]
+__all__ = ["ProcessGroupCohort", "TCPStore", "empty_symmetric", "monitored_barrier", "stragglers"]
 
 
 def _cohort_backend(group, what):
@@ -56,6 +56,22 @@ def empty_symmetric(shape, dtype=_torch.float32, group=None):
     itemsize = _torch.empty((), dtype=dtype).element_size()
     block = _cohort_backend(group, "empty_symmetric")._alloc_symmetric(_math.prod(shape) * itemsize)
     return block.view(dtype).view(shape)
+
+
+def stragglers(group=None):
+    """Who the ranks of `group` (None: the default group) wait for, as a
+    dict (docs/stragglers.md): this rank's own counts ("collectives",
+    "busy_s", "steps_per_s") and the group's "summary", which its rank 0
+    joins from every rank's times each COHORT_STRAGGLER_INTERVAL_S: per
+    rank how often it arrived last, how long the others waited for it
+    ("waited_for_s"), its own wait, its lateness percentiles and host; the
+    rank named "straggler" (-1: none); and bus bandwidth per collective and
+    size. "summary" is None until the first join. Reads only what this
+    process holds: no collective, no store call.
+    """
+    import json
+
+    return json.loads(_cohort_backend(group, "stragglers")._stragglers())
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):

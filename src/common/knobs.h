@@ -405,6 +405,36 @@ inline constexpr KnobSpec kStallWarnS{
     0,
     31536000};
 
+inline constexpr KnobSpec kStragglerIntervalS{
+    "COHORT_STRAGGLER_INTERVAL_S",
+    KnobType::kFloat,
+    "1",
+    "Seconds between a rank's publishing of its time in recent collectives to the job's store, from "
+    "which each group's rank 0 names who the others waited for (docs/stragglers.md; cohort-top, "
+    "cohort_torch.stragglers). 0 disables the accounting.",
+    nullptr,
+    false,
+    nullptr,
+    0,
+    3600};
+
+inline constexpr KnobSpec kMetricsPort{
+    "COHORT_METRICS_PORT",
+    KnobType::kInt,
+    "0",
+    "Port of a Prometheus text endpoint (GET /metrics) serving this process's arrival statistics; "
+    "a process with LOCAL_RANK set serves on this port plus its local rank. 0: no endpoint.",
+    nullptr,
+    false,
+    nullptr,
+    0,
+    65535};
+
+inline constexpr KnobSpec kMetricsAddr{
+    "COHORT_METRICS_ADDR", KnobType::kString, "127.0.0.1",
+    "Address the metrics endpoint (COHORT_METRICS_PORT) listens on: loopback unless another is named "
+    "(0.0.0.0 for every interface)."};
+
 inline constexpr KnobSpec kAsGloo{
     "COHORT_AS_GLOO", KnobType::kBool, "0",
     "Python only: every process group torch makes for the backend \"gloo\" is a cohort group, so a "
@@ -446,6 +476,9 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kTraceBufferEntries,
     &kTraceDir,
     &kStallWarnS,
+    &kStragglerIntervalS,
+    &kMetricsPort,
+    &kMetricsAddr,
     &kAsGloo,
 };
 

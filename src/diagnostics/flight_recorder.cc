@@ -209,6 +209,25 @@ std::vector<TraceEntry> FlightRecorder::snapshot() const {
   return out;
 }
 
+std::vector<TraceEntry> FlightRecorder::newest(uint64_t after_id, size_t max, uint64_t* last_id) const {
+  std::vector<TraceEntry> out;
+  const CounterScale scale = CounterScale::now();
+  std::lock_guard<SpinLock> lock(mu_);
+  const uint64_t newest_id = next_id_ - 1;
+  if (last_id) *last_id = newest_id;
+  if (slots_.empty() || newest_id <= after_id) return out;
+  // The ring holds ids (newest - capacity, newest]; slot = id % capacity.
+  uint64_t first =
+      std::max<uint64_t>(after_id + 1, newest_id >= slots_.size() ? newest_id - slots_.size() + 1 : 1);
+  if (newest_id - first + 1 > max) first = newest_id - max + 1;
+  out.reserve(static_cast<size_t>(newest_id - first + 1));
+  for (uint64_t id = first; id <= newest_id; ++id) {
+    const size_t i = static_cast<size_t>(id % slots_.size());
+    if (slots_[i].id == id) out.push_back(read_slot(i, scale));
+  }
+  return out;
+}
+
 std::optional<TraceEntry> FlightRecorder::find(uint64_t sequence, bool collective) const {
   const CounterScale scale = CounterScale::now();
   std::lock_guard<SpinLock> lock(mu_);

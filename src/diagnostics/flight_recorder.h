@@ -120,6 +120,10 @@ class FlightRecorder {
 
   // snapshot copies the ring, oldest first (entries still in use only).
   std::vector<TraceEntry> snapshot() const;
+  // newest copies the entries recorded after entry `after_id` that the
+  // ring still holds, at most the `max` newest, oldest first; `last_id`
+  // (if given) gets the newest id recorded so far.
+  std::vector<TraceEntry> newest(uint64_t after_id, size_t max, uint64_t* last_id = nullptr) const;
   // find returns the entry of an operation while the ring still holds it.
   std::optional<TraceEntry> find(uint64_t sequence, bool collective) const;
 

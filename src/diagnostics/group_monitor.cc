@@ -16,6 +16,7 @@
 #include "common/config_registry.h"
 #include "common/logging.h"
 #include "diagnostics/group_trace.h"
+#include "diagnostics/metrics_server.h"
 #include "diagnostics/stall_inspector.h"
 
 namespace cohort {
@@ -91,11 +92,14 @@ class GroupMonitor {
   std::vector<Watched> watched() const;
 
   const double warn_s_;
+  const double straggler_s_;  // COHORT_STRAGGLER_INTERVAL_S; 0: no accounting
   mutable std::mutex mu_;
   std::vector<Watched> watched_;  // guarded by mu_
   std::mutex dump_mu_;            // one dump at a time
   int stop_fd_ = -1;
   std::thread thread_;
+  // Last: it is stopped before the members it reads go.
+  std::unique_ptr<MetricsServer> metrics_;
 };
 
 namespace {
@@ -114,10 +118,15 @@ MonitorSlot& slot() {
 
 }  // namespace
 
-GroupMonitor::GroupMonitor() : warn_s_(stall_warn_s()) {
+GroupMonitor::GroupMonitor() : warn_s_(stall_warn_s()), straggler_s_(straggler_interval_s()) {
+  metrics_ = MetricsServer::start([this] {
+    std::vector<GroupMetrics> groups;
+    for (const Watched& w : watched()) groups.push_back({w.group->name(), w.group->arrivals().report()});
+    return metrics_text(groups);
+  });
   const bool dumps = !config_string(knobs::kTraceDir).empty();
   if (dumps) install_dump_signal();
-  if (!dumps && warn_s_ <= 0) return;  // nothing to watch for: no thread
+  if (!dumps && warn_s_ <= 0 && straggler_s_ <= 0) return;  // nothing to watch for: no thread
   stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (stop_fd_ < 0) {
     COHORT_LOG(kWarning) << "group monitor: eventfd failed; no stall warnings and no dumps on SIGUSR1";
@@ -158,9 +167,20 @@ std::vector<GroupMonitor::Watched> GroupMonitor::watched() const {
 }
 
 void GroupMonitor::run() {
-  const int64_t interval_ns = warn_s_ > 0 ? StallInspector(warn_s_).tick_interval_ns() : -1;
-  const int timeout_ms = interval_ns < 0 ? -1 : static_cast<int>(std::max<int64_t>(1, interval_ns / 1000000));
+  // Each duty keeps its own cadence; the thread wakes for the nearer one.
+  const int64_t stall_ns = warn_s_ > 0 ? StallInspector(warn_s_).tick_interval_ns() : -1;
+  const int64_t straggler_ns = straggler_s_ > 0 ? static_cast<int64_t>(straggler_s_ * 1e9) : -1;
+  int64_t next_stall_ns = trace_clock_ns() + stall_ns;
+  int64_t next_straggler_ns = trace_clock_ns() + straggler_ns;
   for (;;) {
+    int64_t wait_ns = -1;
+    const int64_t now = trace_clock_ns();
+    if (stall_ns > 0) wait_ns = std::max<int64_t>(0, next_stall_ns - now);
+    if (straggler_ns > 0) {
+      const int64_t until = std::max<int64_t>(0, next_straggler_ns - now);
+      wait_ns = wait_ns < 0 ? until : std::min(wait_ns, until);
+    }
+    const int timeout_ms = wait_ns < 0 ? -1 : static_cast<int>(std::max<int64_t>(1, wait_ns / 1000000));
     pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {signal_fd.load(), POLLIN, 0}};  // a negative fd is skipped
     ::poll(fds, 2, timeout_ms);
     if (fds[0].revents) return;
@@ -170,10 +190,17 @@ void GroupMonitor::run() {
       (void)ignored;
       dump("SIGUSR1");
     }
-    if (warn_s_ <= 0) continue;
     // Copies: a group may be destroyed meanwhile; its trace stays alive
     // until this tick is done with it, and the group never waits for us.
-    for (const Watched& w : watched()) w.inspector->tick(*w.group, trace_clock_ns());
+    const int64_t after = trace_clock_ns();
+    if (stall_ns > 0 && after >= next_stall_ns) {
+      next_stall_ns = after + stall_ns;
+      for (const Watched& w : watched()) w.inspector->tick(*w.group, trace_clock_ns());
+    }
+    if (straggler_ns > 0 && after >= next_straggler_ns) {
+      next_straggler_ns = after + straggler_ns;
+      for (const Watched& w : watched()) w.group->arrivals().tick(*w.group, trace_clock_ns());
+    }
   }
 }
 

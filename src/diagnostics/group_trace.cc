@@ -23,7 +23,8 @@ GroupTrace::GroupTrace(std::string name, int rank, std::vector<int> global_ranks
       global_ranks_(std::move(global_ranks)),
       backend_(std::move(backend)),
       store_(std::move(store)),
-      recorder_(capacity) {}
+      recorder_(capacity),
+      arrivals_(rank, static_cast<int>(global_ranks_.size())) {}
 
 void GroupTrace::finish_failed(const TraceTicket& ticket, const std::exception_ptr& error) {
   std::string text;
@@ -59,6 +60,7 @@ GroupDump GroupTrace::dump(int64_t unix_offset) const {
   g.collectives = recorder_.progress(true);
   g.p2p = recorder_.progress(false);
   for (const TraceEntry& e : recorder_.snapshot()) g.entries.push_back(trace_record_of(e, unix_offset));
+  g.arrivals = arrivals_.report();
   return g;
 }
 

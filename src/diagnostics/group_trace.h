@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "diagnostics/arrival_accounting.h"
 #include "diagnostics/flight_recorder.h"
 #include "diagnostics/trace_dump.h"
 
@@ -34,6 +35,10 @@ class GroupTrace {
   const std::shared_ptr<Store>& store() const { return store_; }
   FlightRecorder& recorder() { return recorder_; }
   const FlightRecorder& recorder() const { return recorder_; }
+  // The straggler accounting: ticked by the monitor thread, reported by
+  // anyone.
+  ArrivalAccounting& arrivals() { return arrivals_; }
+  const ArrivalAccounting& arrivals() const { return arrivals_; }
 
   // finish records how an operation ended (`error` null: it completed), on
   // the thread that drove it. The group's first failure that is a timeout,
@@ -56,6 +61,7 @@ class GroupTrace {
   const std::string backend_;
   const std::shared_ptr<Store> store_;
   FlightRecorder recorder_;
+  ArrivalAccounting arrivals_;
   std::atomic<bool> dumped_on_failure_{false};
 };
 

@@ -109,6 +109,7 @@ Json group_json(const GroupDump& g) {
   Json entries = Json::array();
   for (const TraceRecord& r : g.entries) entries.push(record_json(r));
   j.set("entries", std::move(entries));
+  if (!g.arrivals.is_null()) j.set("arrivals", g.arrivals);
   return j;
 }
 
@@ -132,6 +133,7 @@ Result<GroupDump> group_of(const Json& j) {
     if (!r.ok()) return r.status().with_context("group " + g.name);
     g.entries.push_back(std::move(r.value()));
   }
+  g.arrivals = j["arrivals"];
   return g;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "common/status.h"
 #include "diagnostics/flight_recorder.h"
 
@@ -42,6 +43,9 @@ struct GroupDump {
   Progress collectives;
   Progress p2p;
   std::vector<TraceRecord> entries;  // oldest first
+  // What this rank's straggler accounting knew (ArrivalAccounting::report;
+  // docs/stragglers.md); null in dumps written without it.
+  Json arrivals;
 };
 
 // RankDump is everything one process wrote.

@@ -63,6 +63,11 @@ ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, std::str
   state_->done_work_ = completed_work([](Work& w) { w.complete(nullptr); });
 }
 
+std::string ProcessGroup::stragglers_json() const {
+  if (!state_->trace_) throw InvalidArgument("stragglers: this rank is not a member of group " + name());
+  return state_->trace_->arrivals().report().dump(2);
+}
+
 bool ProcessGroup::is_member() const {
   return state_->backend_ != nullptr;
 }

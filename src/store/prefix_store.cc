@@ -60,4 +60,9 @@ void PrefixStore::set_timeout(std::chrono::milliseconds timeout) {
   store_->set_timeout(timeout);
 }
 
+std::shared_ptr<Store> PrefixStore::root() {
+  std::shared_ptr<Store> below = store_->root();
+  return below ? below : store_;
+}
+
 }  // namespace cohort

@@ -220,3 +220,46 @@ def test_torch_distributed_debug_detail_turns_on_the_desync_check():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def straggling_all_reduces(rank, size):
+    # Rank 2 sleeps before each all_reduce; then every rank waits until its
+    # copy of the group's summary has counted 40 of them (the group's rank
+    # 0 joins the ranks' times every 0.2 s here).
+    for _ in range(60):
+        if rank == 2:
+            time.sleep(0.02)
+        dist.all_reduce(torch.ones(4))
+    deadline = time.monotonic() + 20
+    report = cohort_torch.stragglers()
+    while (report["summary"] is None or report["summary"]["collectives"] < 40) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        report = cohort_torch.stragglers()
+    dist.barrier()
+    return report
+
+
+def test_stragglers_names_the_rank_the_others_waited_for():
+    out = run_ranks(straggling_all_reduces, 4, env={"COHORT_STRAGGLER_INTERVAL_S": "0.2"})
+    for rank in range(4):
+        report = out[rank]
+        assert isinstance(report, dict), report
+        assert report["rank"] == rank and report["collectives"] >= 40, report  # as of its last tick
+        summary = report["summary"]
+        assert summary is not None and summary["collectives"] >= 40, report
+        assert summary["straggler"] == 2, summary
+        first = summary["ranks"][0]
+        assert first["rank"] == 2 and first["host"], summary
+        assert 0.015 < first["lateness_p50_s"] < 0.025, summary
+
+
+def test_stragglers_on_a_gloo_group_says_it_needs_cohort():
+    out = run_ranks(stragglers_on_gloo, 2, backend="gloo")
+    assert "'cohort'" in out[0] and "stragglers" in out[0], out[0]
+
+
+def stragglers_on_gloo(rank, size):
+    try:
+        cohort_torch.stragglers()
+    except ValueError as e:
+        return str(e)
