@@ -31,6 +31,7 @@
 #include "common/json.h"
 #include "common/socket.h"
 #include "diagnostics/arrival_accounting.h"
+#include "diagnostics/straggler_stats.h"
 
 namespace {
 
@@ -221,17 +222,7 @@ class Watcher {
           fixed(s["lateness_p50_s"].as_double() * 1e3, 1).c_str());
       out += line;
     }
-    const int64_t straggler = summary["straggler"].as_int(-1);
-    if (straggler >= 0 && static_cast<size_t>(straggler) < by_rank.size()) {
-      const Json& s = by_rank[static_cast<size_t>(straggler)];
-      out += "straggler: rank " + std::to_string(straggler) + " on " + s["host"].as_string() + ", last in " +
-             std::to_string(s["times_last"].as_int()) + " of " +
-             std::to_string(summary["collectives"].as_int()) + " collectives, median " +
-             fixed(s["lateness_p50_s"].as_double() * 1e3, 1) + " ms late; the others waited " +
-             fixed(s["waited_for_s"].as_double(), 2) + " s for it\n";
-    } else {
-      out += "straggler: none (no rank was last in half the collectives by a median of 1 ms or more)\n";
-    }
+    out += "straggler: " + cohort::straggler_line(summary) + "\n";
     out +=
         "(* running now; busy: time inside collectives; waited: for others, and for whom last; last: times "
         "it "

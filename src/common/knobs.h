@@ -418,6 +418,12 @@ inline constexpr KnobSpec kStragglerIntervalS{
     0,
     3600};
 
+inline constexpr KnobSpec kStragglerDir{
+    "COHORT_STRAGGLER_DIR", KnobType::kString, "",
+    "Directory where each group's rank 0 keeps its latest straggler summary (<group>.json, replaced "
+    "atomically), for the launcher's line at the end of a job; cohortrun sets it for its workers. "
+    "Empty: no file."};
+
 inline constexpr KnobSpec kMetricsPort{
     "COHORT_METRICS_PORT",
     KnobType::kInt,
@@ -477,6 +483,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kTraceDir,
     &kStallWarnS,
     &kStragglerIntervalS,
+    &kStragglerDir,
     &kMetricsPort,
     &kMetricsAddr,
     &kAsGloo,

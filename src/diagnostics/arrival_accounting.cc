@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "cohort/errors.h"
@@ -46,6 +47,19 @@ RankSamples samples_of(const Json& record) {
         s.items()[1].as_int(), s.items()[2].as_int(), s.items()[3].as_int()};
   }
   return out;
+}
+
+// keep_summary_file replaces COHORT_STRAGGLER_DIR/<group>.json (the
+// launcher's line at the end of a job reads it).
+void keep_summary_file(const std::string& group, const std::string& text) {
+  const std::string dir = config_string(knobs::kStragglerDir);
+  if (dir.empty()) return;
+  std::string name;
+  for (char c : group) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+  Status st = write_file_replacing(dir + "/" + name + ".json", text);
+  if (!st.ok()) {
+    COHORT_LOG(kInfo) << "straggler accounting: " << st.message();
+  }
 }
 
 }  // namespace
@@ -174,7 +188,9 @@ void ArrivalAccounting::join(GroupTrace& group, Store& store) {
   summary.set("size", size_);
   summary.set("through", joined_through_);
   summary.set("updated_us", (trace_clock_ns() + unix_offset_ns()) / 1000);
-  store.set(stragglers_summary_key(group.name()), bytes_of(summary.dump(-1)));
+  const std::string text = summary.dump(-1);
+  store.set(stragglers_summary_key(group.name()), bytes_of(text));
+  keep_summary_file(group.name(), text);
   std::lock_guard<std::mutex> lock(mu_);
   summary_ = std::move(summary);
 }

@@ -97,7 +97,8 @@ void StallInspector::store_failed(GroupTrace& group, const std::exception& e, bo
   // warning then; a stall warning later says the store failed, and why.
   const LogLevel level = warn ? LogLevel::kWarning : LogLevel::kInfo;
   if (!log_enabled(level)) return;
-  LogLine(level) << "stall inspector: the store of group " << group.name() << " failed (" << e.what()
+  LogLine(level)
+      << "stall inspector: the store of group " << group.name() << " failed (" << e.what()
       << "); this rank stops publishing its progress there, and its warnings will not name the ranks that "
          "are late";
 }

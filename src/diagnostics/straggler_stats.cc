@@ -1,6 +1,7 @@
 #include "diagnostics/straggler_stats.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace cohort {
 namespace {
@@ -143,6 +144,23 @@ Json StragglerStats::to_json(const std::vector<std::string>& hosts) const {
   }
   out.set("ops", std::move(ops));
   return out;
+}
+
+std::string straggler_line(const Json& summary) {
+  const int64_t straggler = summary["straggler"].as_int(-1);
+  const std::string of = std::to_string(summary["collectives"].as_int()) + " collectives of group " +
+                         summary["group"].as_string();
+  for (const Json& r : summary["ranks"].items()) {
+    if (r["rank"].as_int() != straggler) continue;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "rank %lld on %s: last in %lld of %s, median %.1f ms late; the others waited %.2f s for it",
+                  static_cast<long long>(straggler), r["host"].as_string().c_str(),
+                  static_cast<long long>(r["times_last"].as_int()), of.c_str(),
+                  r["lateness_p50_s"].as_double() * 1e3, r["waited_for_s"].as_double());
+    return buf;
+  }
+  return "none named in " + of + " (no rank was last in half of them by a median of 1 ms or more)";
 }
 
 }  // namespace cohort

@@ -103,4 +103,10 @@ class StragglerStats {
   uint64_t collectives_ = 0;
 };
 
+// straggler_line says in one line what a summary (to_json's, with its
+// "group") names: "rank 2 on host-a: last in 50 of 50 collectives of group
+// default, median 20.1 ms late; the others waited 3.02 s for it", or that
+// none was named.
+std::string straggler_line(const Json& summary);
+
 }  // namespace cohort

@@ -225,14 +225,8 @@ Result<RankDump> parse_rank_dump(const std::string& text) {
   return d;
 }
 
-Status write_rank_dump(const std::string& dir, const RankDump& dump) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return Status(StatusCode::kInvalidArgument,
-                  "cannot create the trace directory " + dir + ": " + std::strerror(errno));
-  }
-  const std::string path = dir + "/rank_" + std::to_string(dump.global_rank) + ".json";
+Status write_file_replacing(const std::string& path, const std::string& text) {
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  const std::string text = rank_dump_json(dump);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return Status(StatusCode::kInvalidArgument, "cannot write " + temp + ": " + std::strerror(errno));
@@ -249,7 +243,7 @@ Status write_rank_dump(const std::string& dir, const RankDump& dump) {
     done += static_cast<size_t>(n);
   }
   // The data reaches the disk before the name does: a crash leaves the old
-  // dump or the new one, never a truncated file under the final name.
+  // file or the new one, never a truncated file under the final name.
   ::fsync(fd);
   ::close(fd);
   if (::rename(temp.c_str(), path.c_str()) != 0) {
@@ -258,6 +252,15 @@ Status write_rank_dump(const std::string& dir, const RankDump& dump) {
     return Status(StatusCode::kInvalidArgument, "cannot rename " + temp + " to " + path + ": " + why);
   }
   return Status::ok_status();
+}
+
+Status write_rank_dump(const std::string& dir, const RankDump& dump) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status(StatusCode::kInvalidArgument,
+                  "cannot create the trace directory " + dir + ": " + std::strerror(errno));
+  }
+  return write_file_replacing(dir + "/rank_" + std::to_string(dump.global_rank) + ".json",
+                              rank_dump_json(dump));
 }
 
 Result<std::vector<RankDump>> read_rank_dumps(const std::string& dir, std::vector<std::string>* problems) {

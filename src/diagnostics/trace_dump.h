@@ -78,6 +78,10 @@ int64_t unix_offset_ns();
 std::string rank_dump_json(const RankDump& dump);
 Result<RankDump> parse_rank_dump(const std::string& text);
 
+// write_file_replacing writes `text` to `path` through a temporary file
+// renamed into place: a reader sees the old file or the new one.
+Status write_file_replacing(const std::string& path, const std::string& text);
+
 // write_rank_dump writes `dump` to DIR/rank_<global rank>.json through a
 // temporary file renamed into place, so that a reader never sees half a
 // dump; DIR is created if it is missing.

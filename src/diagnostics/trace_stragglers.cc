@@ -88,18 +88,8 @@ Json report_group(const std::string& name, const GroupView& g, StragglerVerdict*
                          ms(v.lateness_p90_s) + " / max " + ms(v.lateness_max_s) + " ms; it waited " +
                          ms(v.wait_s) + " ms itself");
   }
-  const int s = stats.straggler();
-  if (s >= 0) {
-    const StragglerStats::RankView v = stats.rank(s);
-    out->lines.push_back("  straggler: " + rank_name(g, s) + " on " + hosts[static_cast<size_t>(s)] +
-                         ", last in " + std::to_string(v.times_last) + " of " +
-                         std::to_string(stats.collectives()) + " collectives, median " +
-                         ms(v.lateness_p50_s) + " ms late; the others waited " + ms(v.waited_for_s) +
-                         " ms for it");
-    out->named = true;
-  } else {
-    out->lines.push_back("  no straggler: no rank was last in half of them by a median of 1 ms or more");
-  }
+  out->lines.push_back("  straggler: " + straggler_line(j));
+  out->named = out->named || stats.straggler() >= 0;
   std::string ops;
   for (const StragglerStats::OpView& o : stats.ops()) {
     ops += (ops.empty() ? "" : ", ") + o.op + " " + std::to_string(o.size_class) + " B x" +

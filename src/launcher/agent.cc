@@ -17,6 +17,7 @@
 #include "launcher/exit_codes.h"
 #include "launcher/failure_summary.h"
 #include "launcher/launcher_signals.h"
+#include "launcher/straggler_summary.h"
 #include "launcher/worker_group.h"
 
 namespace cohort::launcher {
@@ -222,6 +223,12 @@ int Agent::run() {
       std::fprintf(stderr, "cohortrun: lost the rendezvous backend: %s\n", e.what());
       group->stop(SIGTERM, grace_);
       return kExitRendezvous;
+    }
+    // Whether the attempt ended the job or makes way for a restart: who the
+    // workers waited for in it.
+    const char* chosen = std::getenv("COHORT_STRAGGLER_DIR");
+    if (auto line = straggler_summary(chosen && *chosen ? chosen : attempt_dir)) {
+      std::fprintf(stderr, "%s%s\n", line->c_str(), code >= 0 ? "" : " (before this restart)");
     }
     if (code >= 0) return code;
   }

@@ -75,7 +75,7 @@ std::string read_error_message(const std::string& path) {
 
 std::vector<std::string> worker_environment(const LaunchConfig& config, const RoundAssignment& round,
                                             const std::string& run_id, int local_rank,
-                                            const std::string& error_file) {
+                                            const std::string& error_file, const std::string& straggler_dir) {
   std::map<std::string, std::string> vars;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -105,6 +105,10 @@ std::vector<std::string> worker_environment(const LaunchConfig& config, const Ro
   // The workers host no agent store: rank 0 starts its own (cohort's and
   // torch's env:// both do when this is false).
   set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  // Where the world's rank 0 keeps its straggler summary, for the line the
+  // agent prints when the attempt ends (unless the user chose a folder).
+  if (!straggler_dir.empty() && !vars.count("COHORT_STRAGGLER_DIR"))
+    set("COHORT_STRAGGLER_DIR", straggler_dir);
   // A Python worker finds this build's cohort_torch before any other.
   if (!config.python_path.empty()) {
     auto old = vars.find("PYTHONPATH");
@@ -151,7 +155,7 @@ WorkerGroup::WorkerGroup(const LaunchConfig& config, const std::string& path, co
     const std::vector<int> no_cpus;
     const auto& cpus = config.worker_cpus.empty() ? no_cpus : config.worker_cpus[static_cast<size_t>(lr)];
     w->process = std::make_unique<WorkerProcess>(
-        path, argv, worker_environment(config, round, run_id, lr, w->error_file), cpus);
+        path, argv, worker_environment(config, round, run_id, lr, w->error_file, attempt_dir), cpus);
     reaper_.watch(w->process->pid());  // the worker leads its own process group
     workers_.push_back(std::move(w));
   }

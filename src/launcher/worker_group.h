@@ -83,10 +83,12 @@ class WorkerGroup {
 };
 
 // worker_environment is the environment of local rank `local_rank`: this
-// process's, plus torchrun's variables (exported for tests).
+// process's, plus torchrun's variables (exported for tests), and
+// COHORT_STRAGGLER_DIR=`straggler_dir` unless it is empty or already set.
 std::vector<std::string> worker_environment(const LaunchConfig& config, const RoundAssignment& round,
                                             const std::string& run_id, int local_rank,
-                                            const std::string& error_file);
+                                            const std::string& error_file,
+                                            const std::string& straggler_dir = "");
 
 // read_error_message returns the message of a torch elastic error file, or
 // "" when it is missing or unreadable.

@@ -27,7 +27,9 @@ uint16_t free_port() {
 
 class StragglerJob {
  public:
-  StragglerJob(int world, int victim, int steps, int sleep_ms, std::vector<std::string> env = {})
+  // `joined`: each rank waits for its summary to count that many (-1: no wait).
+  StragglerJob(int world, int victim, int steps, int sleep_ms, std::vector<std::string> env = {},
+               int joined = -1)
       : port_(free_port()) {
     char dir[] = "/tmp/cohort-straggler-job-XXXXXX";
     if (mkdtemp(dir)) dir_ = dir;
@@ -42,7 +44,7 @@ class StragglerJob {
       rank_env.push_back("LOCAL_RANK=" + std::to_string(r));
       ranks.push_back(std::make_unique<Subprocess>(
           std::vector<std::string>{binary_path("tests/straggler_worker"), std::to_string(victim),
-                                   std::to_string(steps), std::to_string(sleep_ms)},
+                                   std::to_string(steps), std::to_string(sleep_ms), std::to_string(joined)},
           rank_env, /*merge_stderr=*/true));
     }
   }
@@ -151,7 +153,7 @@ std::map<int, double> waited_for(const std::string& text) {
 }
 
 TEST(StragglerProcesses, CohortTraceNamesTheRankThatSleepsBeforeEachAllReduce) {
-  StragglerJob job(4, 2, 50, 20);
+  StragglerJob job(4, 2, 50, 20, {"COHORT_STRAGGLER_INTERVAL_S=0.2"}, 40);
   const std::vector<std::string> out = job.finish();
   int code = 0;
   const Json verdict = stragglers_of(job.dir(), &code);
@@ -259,6 +261,46 @@ TEST(StragglerProcesses, CohortTopSaysWhenThereIsNoJobTheCredentialIsWrongOrTheJ
   EXPECT_EQ(top.wait(), 1) << out;
   EXPECT_NE(out.find("ended while watched"), std::string::npos) << out;
   EXPECT_NE(out.find("straggler: rank 1 on "), std::string::npos) << out;
+}
+
+TEST(StragglerProcesses, CohortrunPrintsWhoTheWorkersWaitedForAtTheEndAndOnEveryRestart) {
+  const std::vector<std::string> job = {binary_path("tools/cohortrun"),
+                                        "--standalone",
+                                        "--nproc-per-node",
+                                        "4",
+                                        "--max-restarts",
+                                        "1",
+                                        binary_path("tests/straggler_worker"),
+                                        "2",
+                                        "50",
+                                        "20",
+                                        "40"};
+  int code = 0;
+  std::string out = StragglerJob::tool(job, &code, {"COHORT_STRAGGLER_INTERVAL_S=0.2"});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cohortrun: stragglers: rank 2 on "), std::string::npos) << out;
+  EXPECT_EQ(out.find("before this restart"), std::string::npos) << out;
+  // The first attempt fails after its summary is in: one line for it, one
+  // for the second.
+  out = StragglerJob::tool(job, &code, {"COHORT_STRAGGLER_INTERVAL_S=0.2", "STRAGGLER_FAIL_FIRST_ATTEMPT=1"});
+  EXPECT_EQ(code, 0) << out;
+  const size_t first = out.find("cohortrun: stragglers: rank 2 on ");
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_NE(out.find("(before this restart)", first), std::string::npos) << out;
+  EXPECT_NE(out.find("cohortrun: stragglers: rank 2 on ", first + 1), std::string::npos) << out;
+  // Without a straggler the line says none was named.
+  const std::vector<std::string> steady = {binary_path("tools/cohortrun"),
+                                           "--standalone",
+                                           "--nproc-per-node",
+                                           "2",
+                                           binary_path("tests/straggler_worker"),
+                                           "-1",
+                                           "300",
+                                           "0",
+                                           "20"};
+  out = StragglerJob::tool(steady, &code, {"COHORT_STRAGGLER_INTERVAL_S=0.2"});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cohortrun: stragglers: none named in "), std::string::npos) << out;
 }
 
 }  // namespace
