@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # straggler_cost.sh: what the always-on straggler accounting costs a job
 # (docs/stragglers.md). Runs JOBS fresh 2-rank jobs (default 9) of
-#   cohort-bench all_reduce -b 4 -e 64K -f 16 --spawn 2 --bind auto
+#   cohort-bench all_reduce -b 4 -e 64K -f 4 --spawn 2 --bind auto
 # for each of
 #   off    COHORT_STRAGGLER_INTERVAL_S=0 (no accounting)
 #   on     the default, 1 (each rank's monitor publishes once a second, rank 0 joins)
 #   fast   0.1: ten times the default's work, to show a cost the default would hide
 # interleaved, so that all see the same machine. Each job gives one time
-# per size (the median of its -R 11 rounds, each the slowest rank's mean);
+# per size (the median of its -R 11 rounds of 100000 calls, each the
+# slowest rank's mean; a job lasts about 6 s, so the accounting ticks);
 # the table shows per size the median over the jobs and its ratio to off.
 #
 #   bench/straggler_cost.sh [JOBS=9]
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 JOBS="${1:-9}"
 raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
-args=(all_reduce -b 4 -e 64K -f 16 -n 2000 -R 11 -w 200 -c 0 --spawn 2 --bind auto)
+args=(all_reduce -b 4 -e 64K -f 4 -n 100000 -R 11 -w 1000 -c 0 --spawn 2 --bind auto)
 for ((job = 0; job < JOBS; job++)); do
   COHORT_STRAGGLER_INTERVAL_S=0 build/tools/cohort-bench "${args[@]}" >"$raw/off.$job" 2>&1
   COHORT_STRAGGLER_INTERVAL_S=1 build/tools/cohort-bench "${args[@]}" >"$raw/on.$job" 2>&1

@@ -6,6 +6,11 @@
 // and a counter read each), with the default ring and without one. BM_all_reduce_world_one: a whole
 // blocking all_reduce of one float on a group of one rank (the caller's
 // thread path without any peer to wait for), with the ring and without.
+// BM_accounting_tick: one tick of the straggler accounting on the monitor
+// thread (docs/stragglers.md) at rank 0 of a 2-rank group over a HashStore,
+// after Arg new collectives: take them from the ring, publish this rank's
+// record, read the other's and join; what it costs a core each
+// COHORT_STRAGGLER_INTERVAL_S.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -41,6 +46,29 @@ void BM_all_reduce_world_one(benchmark::State& state) {
   reset_config("COHORT_TRACE_BUFFER_ENTRIES");
 }
 BENCHMARK(BM_all_reduce_world_one)->Arg(2000)->Arg(0)->ArgName("ring");
+
+void BM_accounting_tick(benchmark::State& state) {
+  auto store = std::make_shared<HashStore>();
+  GroupTrace rank0("bench", 0, {0, 1}, "cohort", store, 2000);
+  GroupTrace rank1("bench", 1, {0, 1}, "cohort", store, 2000);
+  float x = 1;
+  const OpShape shape = shape_of(Buffer::of(&x, 1));
+  uint64_t sequence = 0;
+  int64_t now = trace_clock_ns();
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int64_t i = 0; i < state.range(0); ++i) {
+      ++sequence;
+      for (GroupTrace* t : {&rank0, &rank1})
+        t->finish(t->recorder().began("all_reduce", shape, sequence), nullptr);
+    }
+    now += 1000000000;
+    rank1.arrivals().tick(rank1, now);
+    state.ResumeTiming();
+    rank0.arrivals().tick(rank0, now);
+  }
+}
+BENCHMARK(BM_accounting_tick)->Arg(1)->Arg(64)->Arg(256)->ArgName("new");
 
 }  // namespace
 

@@ -9,6 +9,8 @@
 
 #include "c10d_backend.h"
 #include "common/cpu_binding.h"
+#include "common/json.h"
+#include "diagnostics/top_screen.h"
 #include "tcp_store.h"
 
 namespace py = pybind11;
@@ -51,6 +53,21 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("store"), py::arg("backend"),
       "The ProcessGroup torch keeps for a cohort group: it names itself 'cohort' to torch's C++ side.");
+
+  m.def(
+      "_top_screen",
+      [](const std::string& address, const std::string& group, const std::string& summary,
+         const std::vector<std::string>& records) {
+        auto parse = [](const std::string& text) {
+          auto doc = cohort::Json::parse(text);
+          return doc.ok() ? doc.value() : cohort::Json();
+        };
+        std::vector<cohort::Json> parsed;
+        for (const std::string& r : records) parsed.push_back(parse(r));
+        return cohort::top_screen(address, group, parse(summary), parsed);
+      },
+      py::arg("address"), py::arg("group"), py::arg("summary"), py::arg("records"),
+      "One screen of cohort-top from a group's summary and its ranks' records (JSON texts).");
 
   m.def(
       "_bind_from_environment",

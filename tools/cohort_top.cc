@@ -3,8 +3,12 @@
 // the job and never stops it.
 //
 //   cohort-top [--group NAME] [--once] [--interval S] [--timeout S] HOST:PORT
+//   cohort-top --rdzv-id ID [...] RDZV_HOST:RDZV_PORT
 //
-// HOST:PORT is the job's store (MASTER_ADDR:MASTER_PORT). It authenticates
+// HOST:PORT is the job's store (MASTER_ADDR:MASTER_PORT). With --rdzv-id
+// it is cohortrun's rendezvous store (--rdzv-endpoint, the c10d/static
+// store backend), where the job's store of the current round is found, and
+// found again after a restart. It authenticates
 // as the job's ranks do: with COHORT_STORE_TOKEN when set. Every second
 // (--interval) it prints a screen: per rank its host, current collective
 // and sequence number, collectives a second, time inside collectives,
@@ -31,7 +35,7 @@
 #include "common/json.h"
 #include "common/socket.h"
 #include "diagnostics/arrival_accounting.h"
-#include "diagnostics/straggler_stats.h"
+#include "diagnostics/top_screen.h"
 
 namespace {
 
@@ -45,13 +49,16 @@ struct Options {
   bool once = false;
   double interval_s = 1;
   double timeout_s = 10;
+  std::string rdzv_id;  // set: host and port are the rendezvous store's
 };
 
 int usage(const std::string& why) {
   if (!why.empty()) std::fprintf(stderr, "cohort-top: %s\n", why.c_str());
   std::fprintf(stderr,
                "usage: cohort-top [--group NAME] [--once] [--interval S] [--timeout S] HOST:PORT\n"
-               "  HOST:PORT  the job's store (MASTER_ADDR:MASTER_PORT); COHORT_STORE_TOKEN if it has one\n");
+               "       cohort-top --rdzv-id ID [...] RDZV_HOST:RDZV_PORT\n"
+               "  HOST:PORT  the job's store (MASTER_ADDR:MASTER_PORT); COHORT_STORE_TOKEN if it has one\n"
+               "  --rdzv-id  find it through cohortrun's rendezvous store (--rdzv-endpoint, --rdzv-id)\n");
   return 2;
 }
 
@@ -69,23 +76,76 @@ struct Stop {
   std::string why;
 };
 
+std::unique_ptr<cohort::TcpStore> connect_store(const std::string& host, uint16_t port, double timeout_s,
+                                                const std::string& what) {
+  cohort::TcpStoreOptions so;
+  so.port = port;
+  so.is_server = false;
+  so.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  const std::string address = cohort::format_address(host, port);
+  try {
+    return std::make_unique<cohort::TcpStore>(host, so);
+  } catch (const cohort::StoreError& e) {
+    const std::string why = e.what();
+    if (why.find("did not answer like a cohort store") != std::string::npos) {
+      throw Stop{2, why +
+                        "; a Python job's store is torch's TCPStore: watch it with "
+                        "`python -m cohort_torch.top " +
+                        address + "`"};
+    }
+    throw Stop{2, why};  // the credential
+  } catch (const std::exception& e) {
+    throw Stop{2, "no store answers at " + address + " (" + e.what() + "): is " + what + " running there?"};
+  }
+}
+
+// Round is where cohortrun's rendezvous says the job's store is now.
+struct Round {
+  int number = -1;
+  std::string host;
+  uint16_t port = 0;
+};
+
+// find_round reads the current round of run `id` from the rendezvous
+// store at host:port (the keys of launcher/dynamic_rendezvous), waiting
+// within the timeout for node 0 to publish the round's master.
+Round find_round(const Options& o, const std::string& host, uint16_t port) {
+  auto store = connect_store(host, port, o.timeout_s, "a cohortrun rendezvous");
+  const std::string address = cohort::format_address(host, port);
+  const std::string prefix = "rdzv/" + o.rdzv_id + "/";
+  const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  try {
+    for (;;) {
+      if (store->check({prefix + "round"})) {
+        Round r;
+        r.number = std::atoi(cohort::to_string(store->get(prefix + "round")).c_str());
+        const std::string master = prefix + "round/" + std::to_string(r.number) + "/master";
+        if (store->check({master})) {
+          const std::string text = cohort::to_string(store->get(master));  // "host port"
+          const size_t space = text.find(' ');
+          r.host = text.substr(0, space);
+          r.port = static_cast<uint16_t>(std::atoi(text.c_str() + space + 1));
+          return r;
+        }
+      }
+      if (Clock::now() >= until) {
+        throw Stop{2, "the rendezvous store at " + address + " has no running round of run '" + o.rdzv_id +
+                          "' (no key " + prefix + "round with its master): is the --rdzv-id right?"};
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  } catch (const Stop&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Stop{2, "the rendezvous store at " + address + ": " + e.what()};
+  }
+}
+
 class Watcher {
  public:
   explicit Watcher(const Options& o) : o_(o), address_(cohort::format_address(o.host, o.port)) {}
 
-  void connect() {
-    cohort::TcpStoreOptions so;
-    so.port = o_.port;
-    so.is_server = false;
-    so.timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.timeout_s * 1000));
-    try {
-      store_ = std::make_unique<cohort::TcpStore>(o_.host, so);
-    } catch (const cohort::StoreError& e) {
-      throw Stop{2, e.what()};  // the credential, or not a cohort store
-    } catch (const std::exception& e) {
-      throw Stop{2, "no store answers at " + address_ + " (" + e.what() + "): is a job running there?"};
-    }
-  }
+  void connect() { store_ = connect_store(o_.host, o_.port, o_.timeout_s, "a job"); }
 
   // find_group waits for the job's list of groups and picks ours.
   void find_group() {
@@ -158,8 +218,12 @@ class Watcher {
     try {
       return f();
     } catch (const std::exception& e) {
-      throw Stop{watching_ ? 1 : 2, watching_ ? "the job at " + address_ + " ended while watched: " + e.what()
-                                              : "the store at " + address_ + ": " + e.what()};
+      if (watching_) throw Stop{1, "the job at " + address_ + " ended while watched: " + e.what()};
+      // torch's TCPStore (a Python job's env:// store) never answers cohort's hello.
+      throw Stop{2, "the store at " + address_ + ": " + e.what() +
+                        "; if the job is a Python one, its store is torch's TCPStore: watch it with "
+                        "`python -m cohort_torch.top " +
+                        address_ + "`"};
     }
   }
   cohort::Bytes get(const std::string& key) {
@@ -183,50 +247,9 @@ class Watcher {
     watching_ = true;
   }
 
-  static std::string fixed(double v, int digits) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-  }
-
   void print(const Json& summary, const std::vector<Json>& records) {
-    const std::time_t now = std::time(nullptr);
-    char clock[16];
-    std::strftime(clock, sizeof clock, "%H:%M:%S", std::localtime(&now));
-    std::string out;
-    if (!o_.once && ::isatty(1)) out += "\033[H\033[2J";
-    out += "cohort-top " + address_ + "  group " + group_ + " (" + std::to_string(summary["size"].as_int()) +
-           " ranks, " + std::to_string(summary["collectives"].as_int()) + " collectives joined)  " + clock +
-           "\n";
-    char line[256];
-    std::snprintf(line, sizeof line, "%-5s %-16s %-14s %8s %8s %8s %9s %5s %6s %12s %9s\n", "rank", "host",
-                  "op", "seq", "steps/s", "busy s", "waited s", "for", "last", "waited on s", "late ms");
-    out += line;
-    std::vector<Json> by_rank(records.size());
-    for (const Json& r : summary["ranks"].items()) {
-      const size_t i = static_cast<size_t>(r["rank"].as_int());
-      if (i < by_rank.size()) by_rank[i] = r;
-    }
-    for (size_t i = 0; i < records.size(); ++i) {
-      const Json& rec = records[i];
-      const Json& s = by_rank[i];
-      const int64_t waited_for = s["last_waited_for"].as_int(-1);
-      const std::string op = rec["op"].as_string() + (rec["running"].as_bool() ? "*" : "");
-      std::snprintf(
-          line, sizeof line, "%-5zu %-16.16s %-14.14s %8lld %8s %8s %9s %5s %6lld %12s %9s\n", i,
-          rec["host"].as_string().c_str(), op.c_str(), static_cast<long long>(rec["started"].as_int()),
-          fixed(rec["steps_per_s"].as_double(), 1).c_str(), fixed(rec["busy_s"].as_double(), 2).c_str(),
-          fixed(s["wait_s"].as_double(), 2).c_str(),
-          waited_for < 0 ? "-" : std::to_string(waited_for).c_str(),
-          static_cast<long long>(s["times_last"].as_int()), fixed(s["waited_for_s"].as_double(), 2).c_str(),
-          fixed(s["lateness_p50_s"].as_double() * 1e3, 1).c_str());
-      out += line;
-    }
-    out += "straggler: " + cohort::straggler_line(summary) + "\n";
-    out +=
-        "(* running now; busy: time inside collectives; waited: for others, and for whom last; last: times "
-        "it "
-        "arrived last)\n";
+    std::string out = !o_.once && ::isatty(1) ? "\033[H\033[2J" : "";
+    out += cohort::top_screen(address_, group_, summary, records);
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
   }
@@ -252,6 +275,8 @@ int main(int argc, char** argv) {
       o.once = true;
     } else if (a == "--group" && has_value) {
       o.group = argv[++i];
+    } else if (a == "--rdzv-id" && has_value) {
+      o.rdzv_id = argv[++i];
     } else if ((a == "--interval" || a == "--timeout") && has_value) {
       if (!parse_seconds(argv[++i], a == "--interval" ? &o.interval_s : &o.timeout_s)) {
         return usage(a + " takes seconds (0 < S <= 3600), not '" + argv[i] + "'");
@@ -266,14 +291,43 @@ int main(int argc, char** argv) {
   if (!cohort::split_address(address, &o.host, &o.port) || o.port == 0) {
     return usage("'" + address + "' is not HOST:PORT");
   }
-  Watcher w(o);
+  // Watch the job at o.host:o.port; through a rendezvous, follow it from
+  // round to round.
+  const std::string rdzv_host = o.host;
+  const uint16_t rdzv_port = o.port;
+  int round = -1;
   try {
-    w.connect();
-    w.find_group();
     for (;;) {
-      w.screen();
-      if (o.once) return 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(o.interval_s * 1000)));
+      if (!o.rdzv_id.empty()) {
+        Round r;
+        try {
+          r = find_round(o, rdzv_host, rdzv_port);
+        } catch (const Stop& s) {
+          // Once watched, a rendezvous that is gone (its launcher left) is the job's end.
+          if (round < 0) throw;
+          throw Stop{1, "the job of run '" + o.rdzv_id + "' ended while watched: " + s.why};
+        }
+        if (r.number <= round) throw Stop{1, "the job of run '" + o.rdzv_id + "' ended while watched"};
+        if (round >= 0)
+          std::fprintf(stderr, "cohort-top: the job restarted (rendezvous round %d)\n", r.number);
+        round = r.number;
+        o.host = r.host;
+        o.port = r.port;
+      }
+      Watcher w(o);
+      try {
+        w.connect();
+        w.find_group();
+        for (;;) {
+          w.screen();
+          if (o.once) return 0;
+          std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(o.interval_s * 1000)));
+        }
+      } catch (const Stop& s) {
+        if (o.rdzv_id.empty() || s.code != 1) throw;
+        std::fprintf(stderr, "cohort-top: %s\n", s.why.c_str());
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));  // a restart publishes its round
+      }
     }
   } catch (const Stop& s) {
     std::fprintf(stderr, "cohort-top: %s\n", s.why.c_str());

@@ -90,8 +90,8 @@ void ArrivalAccounting::keep(const Sample& s) {
 
 void ArrivalAccounting::take_completed(GroupTrace& group) {
   uint64_t newest_id = 0;
-  // At most the ring's newest 4 windows' worth a look: what is older than
-  // that has left the windows anyway.
+  // At most the ring's newest 512 entries a look (a bounded hold of its
+  // lock): a group faster than that is sampled anyway.
   const std::vector<TraceEntry> entries = group.recorder().newest(last_id_, 4 * kWindow, &newest_id);
   int64_t busy = 0;
   uint64_t kept = 0;

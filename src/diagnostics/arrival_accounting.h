@@ -6,7 +6,7 @@
 // thread (group_monitor.h) calls tick() every COHORT_STRAGGLER_INTERVAL_S:
 //  - it takes the collectives that leave together (straggler_stats.h)
 //    which completed since its last look, keeping their time on this rank
-//    in three windows of 64, for every sequence number, every 16th and
+//    in three windows of 128, for every sequence number, every 16th and
 //    every 256th, so that ranks whose looks fall at different moments still
 //    share sequence numbers, whatever the rate;
 //  - it publishes this rank's record (host, current operation, steps a
@@ -49,7 +49,7 @@ std::string stragglers_summary_key(const std::string& group);
 
 class ArrivalAccounting {
  public:
-  static constexpr size_t kWindow = 64;
+  static constexpr size_t kWindow = 128;
   static constexpr uint64_t kStrides[3] = {1, 16, 256};
 
   ArrivalAccounting(int rank, int size);

@@ -37,6 +37,12 @@ std::string ms(double s) {
   return buf;
 }
 
+std::string secs(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", s);
+  return buf;
+}
+
 std::string rank_name(const GroupView& g, int rank) {
   const int global = g.global_ranks[static_cast<size_t>(rank)];
   return "rank " + std::to_string(rank) + (global != rank ? " (global " + std::to_string(global) + ")" : "");
@@ -84,9 +90,9 @@ Json report_group(const std::string& name, const GroupView& g, StragglerVerdict*
   for (const StragglerStats::RankView& v : stats.ranking()) {
     out->lines.push_back("  " + rank_name(g, v.rank) + " on " + hosts[static_cast<size_t>(v.rank)] +
                          ": last in " + std::to_string(v.times_last) + ", the others waited " +
-                         ms(v.waited_for_s) + " ms for it; late by p50 " + ms(v.lateness_p50_s) + " / p90 " +
+                         secs(v.waited_for_s) + " s for it; late by p50 " + ms(v.lateness_p50_s) + " / p90 " +
                          ms(v.lateness_p90_s) + " / max " + ms(v.lateness_max_s) + " ms; it waited " +
-                         ms(v.wait_s) + " ms itself");
+                         secs(v.wait_s) + " s itself");
   }
   out->lines.push_back("  straggler: " + straggler_line(j));
   out->named = out->named || stats.straggler() >= 0;

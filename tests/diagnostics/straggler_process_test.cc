@@ -303,5 +303,28 @@ TEST(StragglerProcesses, CohortrunPrintsWhoTheWorkersWaitedForAtTheEndAndOnEvery
   EXPECT_NE(out.find("cohortrun: stragglers: none named in "), std::string::npos) << out;
 }
 
+TEST(StragglerProcesses, CohortTopFindsTheJobThroughCohortrunsRendezvous) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  Subprocess job({binary_path("tools/cohortrun"), "--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend",
+                  "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "straggler-test",
+                  binary_path("tests/straggler_worker"), "1", "200", "20"},
+                 {}, /*merge_stderr=*/true);
+  ASSERT_NE(job.read_line(seconds(60)).find("rank 0 step 1"), std::string::npos);
+  int code = 0;
+  const std::string screen = StragglerJob::tool(
+      {binary_path("tools/cohort-top"), "--once", "--timeout", "20", "--rdzv-id", "straggler-test", endpoint},
+      &code);
+  EXPECT_EQ(code, 0) << screen;
+  EXPECT_NE(screen.find("straggler: rank 1 on "), std::string::npos) << screen;
+  // A run id the rendezvous does not know is named.
+  const std::string wrong = StragglerJob::tool(
+      {binary_path("tools/cohort-top"), "--once", "--timeout", "1", "--rdzv-id", "another-job", endpoint},
+      &code);
+  EXPECT_EQ(code, 2) << wrong;
+  EXPECT_NE(wrong.find("no running round of run 'another-job'"), std::string::npos) << wrong;
+  const std::string out = job.read_all(seconds(60));
+  EXPECT_EQ(job.wait(), 0) << out;
+}
+
 }  // namespace
 }  // namespace cohort::testing

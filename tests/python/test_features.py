@@ -263,3 +263,52 @@ def stragglers_on_gloo(rank, size):
         cohort_torch.stragglers()
     except ValueError as e:
         return str(e)
+
+
+def watched_by_cohort_top(rank, size):
+    # Rank 0 starts `python -m cohort_torch.top --once` against the job's
+    # own store (torch's TCPStore) and reads its screen at the end.
+    import os
+    import subprocess
+
+    top = None
+    if rank == 0:
+        address = f"127.0.0.1:{os.environ['MASTER_PORT']}"
+        top = subprocess.Popen(
+            [sys.executable, "-m", "cohort_torch.top", "--once", "--timeout", "30", address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    for _ in range(150):
+        if rank == 1:
+            time.sleep(0.02)
+        dist.all_reduce(torch.ones(4))
+    out = None
+    if top is not None:
+        out = (top.wait(timeout=60), top.stdout.read())
+    dist.barrier()
+    return out
+
+
+def test_cohort_torch_top_names_the_straggler_through_torchs_store():
+    out = run_ranks(watched_by_cohort_top, 3, env={"COHORT_STRAGGLER_INTERVAL_S": "0.3"})
+    code, screen = out[0]
+    assert code == 0, screen
+    assert "straggler: rank 1 on " in screen, screen
+    assert "all_reduce" in screen, screen
+
+
+def test_cohort_torch_top_says_when_no_job_answers():
+    import subprocess
+
+    from ranks import free_port
+
+    done = subprocess.run(
+        [sys.executable, "-m", "cohort_torch.top", "--once", "--timeout", "1", f"127.0.0.1:{free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done
+    assert "no store answers at 127.0.0.1:" in done.stderr, done.stderr
