@@ -60,10 +60,11 @@ RankSamples samples_of(const Json& record) {
   return out;
 }
 
-// keep_summary_file replaces COHORT_STRAGGLER_DIR/<group>.json (the
-// launcher's line at the end of a job reads it).
-void keep_summary_file(const std::string& group, const std::string& text) {
-  const std::string dir = config_string(knobs::kStragglerDir);
+// keep_summary_file replaces DIR/<group>.json (the launcher's line at the
+// end of a job reads it); `dir` is COHORT_STRAGGLER_DIR, read when the
+// group was made: the monitor thread may outlive the config's statics in a
+// process that exits without destroying its groups.
+void keep_summary_file(const std::string& dir, const std::string& group, const std::string& text) {
   if (dir.empty()) return;
   std::string name;
   for (char c : group) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
@@ -90,7 +91,11 @@ std::string stragglers_summary_key(const std::string& group) {
 }
 
 ArrivalAccounting::ArrivalAccounting(int rank, int size)
-    : rank_(rank), size_(size), host_(this_host()), stats_(rank == 0 ? size : 0) {}
+    : rank_(rank),
+      size_(size),
+      host_(this_host()),
+      summary_dir_(config_string(knobs::kStragglerDir)),
+      stats_(rank == 0 ? size : 0) {}
 
 void ArrivalAccounting::keep(const Sample& s) {
   for (size_t level = 0; level < 3; ++level) {
@@ -198,7 +203,7 @@ void ArrivalAccounting::join(GroupTrace& group, Store& store) {
   summary.set("updated_us", (trace_clock_ns() + unix_offset_ns()) / 1000);
   const std::string text = summary.dump(-1);
   store.set(stragglers_summary_key(group.name()), bytes_of(text));
-  keep_summary_file(group.name(), text);
+  keep_summary_file(summary_dir_, group.name(), text);
   std::lock_guard<std::mutex> lock(mu_);
   summary_ = std::move(summary);
 }

@@ -80,6 +80,7 @@ class ArrivalAccounting {
   const int rank_;
   const int size_;
   const std::string host_;
+  const std::string summary_dir_;  // COHORT_STRAGGLER_DIR, read once (see keep_summary_file)
   // The monitor thread's alone.
   uint64_t last_id_ = 0;        // the recorder's entries up to here are taken
   uint64_t last_sequence_ = 0;  // the newest collective kept
