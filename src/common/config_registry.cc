@@ -131,9 +131,12 @@ struct Value {
 
 class Registry {
  public:
+  // Never destroyed: threads that outlive main (a group's monitor, in a
+  // process that exits without destroying its groups) still read knobs
+  // while the statics of other files go.
   static Registry& instance() {
-    static Registry registry;
-    return registry;
+    static Registry* registry = new Registry;  // owned by the process, see above
+    return *registry;
   }
 
   const KnobSpec& find(const std::string& name) const {
