@@ -3,6 +3,7 @@
 #include <ATen/Functions.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -22,7 +23,25 @@ namespace cohort_torch {
 namespace {
 
 using cohort::InvalidArgument;
-using cohort::to_buffer;
+
+// A tensor that is not contiguous is the ValueError torch raises for that
+// mistake ("Tensors must be contiguous"), with cohort's message (its
+// to_buffer words it); cohort's other argument errors stay RuntimeErrors,
+// as torch's Gloo raises them.
+void refuse_non_contiguous(const at::Tensor& tensor, const char* what) {
+  if (!tensor.defined() || tensor.layout() != at::kStrided || tensor.is_contiguous()) return;
+  try {
+    cohort::to_buffer(tensor, what);
+  } catch (const InvalidArgument& e) {
+    C10_THROW_ERROR(ValueError, e.what());
+  }
+}
+
+cohort::Buffer to_buffer(const at::Tensor& tensor, const char* what) {
+  refuse_non_contiguous(tensor, what);
+  return cohort::to_buffer(tensor, what);
+}
+
 using WorkList = std::vector<std::shared_ptr<cohort::Work>>;
 
 // CohortWork is torch's handle on one or more cohort Works (a coalesced
@@ -227,8 +246,19 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::finish(c10d::OpType type, const ch
                                                      const std::vector<at::Tensor>& inputs) {
   // An async call's tensors (`keep`) stay alive until its Works complete,
   // whatever torch's caller does with the handle: the callback holds them.
-  for (const auto& w : works) {
-    if (!w->is_completed()) w->then([keep](cohort::Work&) {});
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                    [](const std::weak_ptr<cohort::Work>& w) {
+                                      auto work = w.lock();
+                                      return !work || work->is_completed();
+                                    }),
+                     in_flight_.end());
+    for (const auto& w : works) {
+      if (w->is_completed()) continue;
+      w->then([keep](cohort::Work&) {});
+      in_flight_.push_back(w);
+    }
   }
   if (coalescing_) {
     coalesced_works_.insert(coalesced_works_.end(), works.begin(), works.end());
@@ -527,6 +557,8 @@ c10::intrusive_ptr<c10d::Work> CohortBackend::alltoall_base(at::Tensor& output, 
   return with_torch_error_kinds([&]() -> c10::intrusive_ptr<c10d::Work> {
     // The tensor-level all_to_all_single turns torch's row counts into the
     // core's element counts and checks them.
+    refuse_non_contiguous(output, "all_to_all_single's output");
+    refuse_non_contiguous(input, "all_to_all_single's input");
     auto work = cohort::all_to_all_single(output, input, output_split_sizes, input_split_sizes, group_, true);
     if (!async_op(opts.asyncOp)) work->wait();
     return finish(c10d::OpType::ALLTOALL_BASE, "all_to_all", {work}, {output}, {output, input}, {input});
@@ -612,7 +644,21 @@ void CohortBackend::abort() {
 }
 
 void CohortBackend::shutdown() {
-  group_->abort("torch shut the backend down");
+  std::vector<std::weak_ptr<cohort::Work>> in_flight;
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    in_flight.swap(in_flight_);
+  }
+  for (const auto& w : in_flight) {
+    auto work = w.lock();
+    if (!work) continue;
+    try {
+      work->wait();  // bounded by the operation's own deadline
+    } catch (const std::exception&) {
+      // Its failure is its caller's to hear, from its own wait().
+    }
+  }
+  group_->abort("torch shut the backend down (destroy_process_group)");
 }
 
 }  // namespace cohort_torch

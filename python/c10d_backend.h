@@ -16,6 +16,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,9 @@ class CohortBackend : public c10d::Backend {
   // every rank (torch's debug wrapper and object collectives compare them).
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
+  // abort fails what is running and queued at once; shutdown (torch's
+  // destroy_process_group) first lets the operations in flight end, each
+  // within its own timeout, then takes the group down the same way.
   void abort() override;
   void shutdown() override;
 
@@ -124,6 +128,10 @@ class CohortBackend : public c10d::Backend {
   // name cohort stands in for (as_gloo.py sets "gloo").
   std::string profiling_name_ = "cohort";
   bool coalescing_ = false;
+  // The Works handed to torch that had not completed then: shutdown()
+  // waits for those still running. Pruned as calls are made.
+  std::mutex in_flight_mu_;
+  std::vector<std::weak_ptr<cohort::Work>> in_flight_;
   WorkList coalesced_works_;                   // the Works made while coalescing
   std::vector<at::Tensor> coalesced_outputs_;  // and their outputs
 };

@@ -41,7 +41,8 @@ def _entry(rank, size, port, fn, results, backend, env):
     finally:
         code = 0
         try:
-            dist.destroy_process_group()
+            if dist.is_initialized():  # fn may have destroyed it itself
+                dist.destroy_process_group()
         except BaseException as e:
             print(f"rank {rank}: destroy_process_group raised {type(e).__name__}: {e}", flush=True)
             code = 1

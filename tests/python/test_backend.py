@@ -316,5 +316,64 @@ def test_an_async_timeout_is_dist_backend_error_from_wait_and_from_the_future():
     assert out[0]["future"] == "DistBackendError", out[0]
 
 
+# A bad argument is the ValueError torch raises for the same mistake, with
+# cohort's message, and the group stays usable.
+
+
+def bad_arguments(rank, size):
+    out = {}
+    wide = torch.arange(8.0).reshape(2, 4)
+    try:
+        dist.all_to_all_single(torch.empty(4, 2), wide.t())  # a transposed view: not contiguous
+        out["all_to_all_single"] = "passed"
+    except Exception as e:  # noqa: BLE001  (the kind is what is checked)
+        out["all_to_all_single"] = (type(e).__name__, str(e))
+    try:
+        dist.all_reduce(wide.t())
+        out["all_reduce"] = "passed"
+    except Exception as e:  # noqa: BLE001
+        out["all_reduce"] = (type(e).__name__, str(e))
+    after = torch.ones(3)
+    dist.all_reduce(after)
+    out["after"] = after.tolist()
+    return out
+
+
+def test_a_non_contiguous_tensor_is_a_value_error_naming_it_and_the_group_goes_on():
+    out = run_ranks(bad_arguments, 2)
+    for rank in (0, 1):
+        for op in ("all_to_all_single", "all_reduce"):
+            kind, message = out[rank][op]
+            assert kind == "ValueError", (rank, op, kind, message)
+            assert "not contiguous" in message, (rank, op, message)
+        assert out[rank]["after"] == [2.0, 2.0, 2.0], out[rank]
+
+
+# destroy_process_group shuts the backend down: an operation still in
+# flight ends first (abort() would fail it), and its result is there.
+
+
+def destroy_with_an_operation_in_flight(rank, size):
+    import time
+
+    if rank == 1:
+        time.sleep(1)  # rank 0's all_reduce is in flight meanwhile
+    t = torch.full((1 << 16,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    dist.destroy_process_group()
+    try:
+        work.wait()
+        waited = "passed"
+    except Exception as e:  # noqa: BLE001  (the kind is what is checked)
+        waited = f"{type(e).__name__}: {e}"
+    return waited, t[0].item(), t[-1].item()
+
+
+def test_destroy_process_group_lets_an_operation_in_flight_end():
+    out = run_ranks(destroy_with_an_operation_in_flight, 2)
+    for rank in (0, 1):
+        assert out[rank] == ("passed", 3.0, 3.0), (rank, out[rank])
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
