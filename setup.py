@@ -1,4 +1,5 @@
-"""`pip install --no-build-isolation .`: builds and installs cohort_torch,
+"""`pip install --no-build-isolation .` (or `pip wheel --no-build-isolation
+.`, then install the wheel): builds and installs cohort_torch,
 cohort as a torch.distributed backend, against the torch of the Python that
 runs pip.
 
@@ -64,10 +65,14 @@ setup(
     version="0.1.0",
     description="cohort as a torch.distributed backend: shared memory within a host, TCP between hosts",
     packages=["cohort_torch"],
+    py_modules=["_cohort_torch_entry"],
     package_dir={"": "python"},
     ext_modules=[Extension("cohort_torch._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     install_requires=[f"torch=={torch_version()}"],
+    # torch calls these at the end of `import torch`: "cohort" is a backend
+    # name without `import cohort_torch` (python/_cohort_torch_entry.py).
+    entry_points={"torch.backends": ["cohort = _cohort_torch_entry:register"]},
     python_requires=">=3.9",
     # setuptools' own scratch folder: build/ is the CMake build's.
     options={"build": {"build_base": "build-pip/setuptools"}},

@@ -154,7 +154,7 @@ _dist.monitored_barrier = _monitored_barrier
 _dist.distributed_c10d.monitored_barrier = _monitored_barrier
 
 
-if "COHORT" not in _dist.Backend._plugins:
+if getattr(_dist.Backend, "COHORT", None) is None:  # or an installed copy's entry point registered it (python/_cohort_torch_entry.py)
     _dist.Backend.register_backend("cohort", _create_backend, extended_api=True, devices=["cpu"])
 
 if _os.environ.get("COHORT_AS_GLOO", "0") not in ("", "0"):
