@@ -75,13 +75,19 @@ def stragglers(group=None):
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
-    """torch.distributed.monitored_barrier for "cohort" groups (torch's own
-    refuses every backend but gloo): rank 0 waits for every other rank and
-    raises naming the first one (or, with wait_all_ranks, every one) that
-    did not arrive within `timeout` (a timedelta; None: the group's)."""
+    """torch.distributed.monitored_barrier for "cohort" groups: rank 0 waits
+    for every other rank and raises naming the first one (or, with
+    wait_all_ranks, every one) that did not arrive within `timeout` (a
+    timedelta or seconds; None: the group's).
+
+    torch's own refuses every backend but gloo, and cohort leaves it as it
+    is: importing cohort_torch replaces none of torch's functions. Under
+    COHORT_AS_GLOO the groups say "gloo", and torch's own runs this one."""
     backend = _cohort_backend(group, "monitored_barrier")
     if timeout is None:  # the group's (torch: unset is -1, zero is zero)
         timeout = _datetime.timedelta(milliseconds=-1)
+    elif isinstance(timeout, (int, float)):
+        timeout = _datetime.timedelta(seconds=timeout)
     backend.monitored_barrier(timeout, wait_all_ranks)
 
 
@@ -126,32 +132,6 @@ def _create_backend(dist_backend_opts, backend_options=None):
     if _only_backend(_group_being_made()[1], "cohort"):
         return _cohort_process_group(opts.store, backend)
     return backend
-
-
-def _is_cohort_group(group):
-    pg = group if group is not None else _dist.distributed_c10d._get_default_group()
-    try:
-        return isinstance(pg._get_backend(_torch.device("cpu")), ProcessGroupCohort)
-    except (RuntimeError, AttributeError, ValueError):
-        return False
-
-
-_torch_monitored_barrier = _dist.monitored_barrier
-
-
-def _monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
-    """torch.distributed.monitored_barrier, which torch refuses for every
-    backend but gloo, also for cohort groups; other groups go to torch's."""
-    if _dist.distributed_c10d._rank_not_in_group(group) or not _is_cohort_group(group):
-        return _torch_monitored_barrier(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
-    if isinstance(timeout, (int, float)):
-        timeout = _datetime.timedelta(seconds=timeout)
-    monitored_barrier(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
-
-
-_monitored_barrier.__doc__ = (_torch_monitored_barrier.__doc__ or "") + "\n(cohort: also for cohort groups.)"
-_dist.monitored_barrier = _monitored_barrier
-_dist.distributed_c10d.monitored_barrier = _monitored_barrier
 
 
 if getattr(_dist.Backend, "COHORT", None) is None:  # or an installed copy's entry point registered it (python/_cohort_torch_entry.py)

@@ -1,6 +1,7 @@
 #include "algorithms/sub_transport.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace cohort {
 
@@ -10,6 +11,39 @@ SubTransport::SubTransport(Transport& parent, std::vector<int> members)
 int SubTransport::inner(int peer) const {
   auto it = std::lower_bound(members_.begin(), members_.end(), peer);
   return it != members_.end() && *it == peer ? static_cast<int>(it - members_.begin()) : -1;
+}
+
+int SubTransport::host_of(int rank) const {
+  if (host_of_.empty()) {
+    // Members ascend, so the first member seen on a parent host is its lowest.
+    std::vector<std::pair<int, int>> first_on;  // (parent host, inner rank)
+    host_of_.resize(members_.size());
+    for (size_t i = 0; i < members_.size(); ++i) {
+      int host = parent_.host_of(members_[i]);
+      auto it = std::find_if(first_on.begin(), first_on.end(), [&](const auto& p) { return p.first == host; });
+      if (it == first_on.end()) it = first_on.insert(first_on.end(), {host, static_cast<int>(i)});
+      host_of_[i] = it->second;
+    }
+  }
+  return host_of_[static_cast<size_t>(rank)];
+}
+
+std::vector<int> SubTransport::lost_peers() const {
+  std::vector<int> lost;
+  for (int peer : parent_.lost_peers()) {
+    int mine = inner(peer);
+    if (mine >= 0) lost.push_back(mine);
+  }
+  return lost;
+}
+
+void SubTransport::pace_by_share(const std::vector<size_t>& bytes_to) {
+  if (bytes_to.empty()) return parent_.pace_by_share({});
+  std::vector<size_t> outer_bytes(static_cast<size_t>(parent_.size()), 0);
+  for (size_t q = 0; q < bytes_to.size() && q < members_.size(); ++q) {
+    outer_bytes[static_cast<size_t>(members_[q])] = bytes_to[q];
+  }
+  parent_.pace_by_share(outer_bytes);
 }
 
 std::string SubTransport::peer_name(int peer) const {

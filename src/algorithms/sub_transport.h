@@ -29,6 +29,12 @@ class SubTransport : public Transport {
   std::string peer_name(int peer) const override;
   Status poll_health() override { return parent_.poll_health(); }
   bool peer_gone(int peer) const override { return parent_.peer_gone(outer(peer)); }
+  // The lowest member on `rank`'s host, as the parent sees hosts.
+  int host_of(int rank) const override;
+  // The parent's lost peers that are members, renumbered.
+  std::vector<int> lost_peers() const override;
+  // bytes_to[q] for member q goes to the parent's rank of q; 0 for the rest.
+  void pace_by_share(const std::vector<size_t>& bytes_to) override;
 
  private:
   int outer(int peer) const { return peer < 0 ? peer : members_[static_cast<size_t>(peer)]; }
@@ -39,6 +45,7 @@ class SubTransport : public Transport {
   int rank_ = -1;
   std::vector<SendRequest> sends_;  // reused per exchange
   std::vector<RecvRequest> recvs_;
+  mutable std::vector<int> host_of_;  // filled on the first host_of
 };
 
 }  // namespace cohort

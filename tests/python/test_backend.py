@@ -71,6 +71,31 @@ def tutorial_ring_all_reduce(rank, size):
 
 # The point-to-point programs are written for two processes (rank 0 sends,
 # every other rank receives once).
+def what_the_group_maker_reads_of_torch(rank, size):
+    world = dist.group.WORLD
+    mixed = dist.new_group(backend="cpu:cohort,cuda:gloo")  # another backend for another device
+    return {"world": [world.name(), type(world._get_backend(torch.device("cpu"))).__name__],
+            "mixed_cpu": type(mixed._get_backend(torch.device("cpu"))).__name__,
+            "mixed_cuda": type(mixed._get_backend(torch.device("cuda"))).__name__}
+
+
+def test_the_torch_internal_the_group_maker_reads_is_there():
+    """cohort_torch reads one private thing of torch's: the device->backend map
+    of the group torch is making, from the locals of its
+    _new_process_group_helper (cohort_torch._group_being_made: torch hands a
+    backend's creator no such map). With it a cohort-only group is cohort's
+    ProcessGroup (named "cohort", with sequence numbers) and a mixed one gets
+    torch's, holding each device's backend. Without it both still work, the
+    cohort-only one as torch's "custom" group: this test is what notices."""
+    out = run_ranks(what_the_group_maker_reads_of_torch, 2)
+    for rank in range(2):
+        got = out[rank]
+        assert got["world"] == ["cohort", "ProcessGroupCohort"], (
+            f"torch {torch.__version__}: _new_process_group_helper no longer has the locals backend_config and "
+            f"group_name that cohort_torch._group_being_made reads; the default group came out as {got['world']}")
+        assert got["mixed_cpu"] == "ProcessGroupCohort" and got["mixed_cuda"] == "ProcessGroupGloo", got
+
+
 def test_tutorial_blocking_point_to_point():
     assert run_ranks(tutorial_blocking_p2p, 2) == {0: 1.0, 1: 1.0}
 

@@ -1,5 +1,6 @@
 """What torch's Python reaches beyond the plain calls, over "cohort": its
 coalescing (batch_isend_irecv and _coalescing_manager), monitored_barrier,
+ProcessGroupGloo built by the program under the gloo stand-in,
 symmetric memory (cohort_torch.empty_symmetric) and TORCH_DISTRIBUTED_DEBUG
 turning on cohort's desync check. Real processes, values checked here.
 
@@ -16,6 +17,82 @@ from torch.distributed.distributed_c10d import _coalescing_manager
 
 import cohort_torch
 from ranks import run_ranks
+
+
+def torch_functions_beside_a_gloo_group(rank, size):
+    """A gloo group beside the cohort default group, cohort_torch imported and
+    the stand-in not installed: torch's functions and classes are torch's."""
+    import torch.distributed.distributed_c10d as c10d
+    from torch._C import _distributed_c10d as native
+
+    gloo = dist.new_group(backend="gloo")
+    timeout = datetime.timedelta(seconds=10)
+    dist.monitored_barrier(group=gloo, timeout=timeout)  # torch's, over torch's Gloo
+    try:
+        dist.monitored_barrier(timeout=timeout)  # the cohort default group: torch's refusal, as for any non-gloo
+        refused = None
+    except ValueError as e:
+        refused = str(e)
+    t = torch.ones(2)
+    dist.all_reduce(t, group=gloo)
+    return {"own": [dist.monitored_barrier.__module__, dist.monitored_barrier is c10d.monitored_barrier],
+            "gloo_class": [dist.ProcessGroupGloo is native.ProcessGroupGloo,
+                           c10d.ProcessGroupGloo is native.ProcessGroupGloo],
+            "gloo_backend": type(gloo._get_backend(torch.device("cpu"))).__name__,
+            "options_added": hasattr(dist.ProcessGroup, "options"), "refused": refused, "sum": t.tolist()}
+
+
+def test_importing_cohort_torch_leaves_torchs_functions_and_a_gloo_group_beside_it_as_torchs():
+    out = run_ranks(torch_functions_beside_a_gloo_group, 2)
+    for rank in range(2):
+        got = out[rank]
+        assert got["own"] == ["torch.distributed.distributed_c10d", True], got
+        assert got["gloo_class"] == [True, True] and got["gloo_backend"] == "ProcessGroupGloo", got
+        assert got["options_added"] is False, got
+        assert got["refused"] == "monitored_barrier is only implemented for GLOO backend.", got
+        assert got["sum"] == [2.0, 2.0]
+
+
+def gloo_built_directly_under_the_stand_in(rank, size):
+    from cohort_torch import ProcessGroupCohort, as_gloo
+
+    store = dist.distributed_c10d._get_default_store()
+    real = dist.new_group(backend="gloo")  # made before the stand-in: torch's Gloo, and stays so
+    as_gloo.install()
+    # As torch's c10d tests build one: gloo's options, with a device from gloo's API.
+    opts = dist.ProcessGroupGloo._Options()
+    opts._timeout = datetime.timedelta(seconds=20)
+    opts._devices = [dist.ProcessGroupGloo.create_device(interface="lo")]
+    by_options = dist.ProcessGroupGloo(dist.PrefixStore("a/", store), rank, size, opts)
+    by_timeout = dist.ProcessGroupGloo(dist.PrefixStore("b/", store), rank, size, datetime.timedelta(seconds=20))
+    sums = []
+    for pg in (by_options, by_timeout):
+        t = torch.full((3,), float(rank + 1))
+        pg.allreduce([t]).wait()
+        sums.append(t.tolist())
+    device = by_options.create_device(interface="lo")  # asked of the group, as torch's DDP tests do
+    stand_in = dist.new_group(backend="gloo")  # says "gloo", is cohort's: torch's own monitored_barrier runs
+    dist.monitored_barrier(group=stand_in, timeout=datetime.timedelta(seconds=10))
+    t = torch.ones(2)
+    dist.all_reduce(t, group=real)
+    return {"types": [type(pg).__name__ for pg in (by_options, by_timeout)],
+            "gloo_like": [isinstance(pg, dist.ProcessGroupGloo) for pg in (by_options, by_timeout)],
+            "cohort": [isinstance(pg, ProcessGroupCohort) for pg in (by_options, by_timeout)],
+            "sums": sums, "device": type(device).__name__,
+            "stand_in": type(stand_in._get_backend(torch.device("cpu"))).__name__,
+            "real_is_gloo": type(real._get_backend(torch.device("cpu"))).__name__, "real_sum": t.tolist()}
+
+
+def test_gloo_built_directly_is_a_cohort_group_under_the_stand_in_and_one_made_before_stays_gloos():
+    out = run_ranks(gloo_built_directly_under_the_stand_in, 2)
+    for rank in range(2):
+        got = out[rank]
+        assert got["types"] == ["ProcessGroupCohort"] * 2, got
+        assert got["gloo_like"] == [True, True] and got["cohort"] == [True, True]
+        assert got["sums"] == [[3.0] * 3] * 2
+        assert got["device"] == "Device"
+        assert got["stand_in"] == "ProcessGroupCohort"
+        assert got["real_is_gloo"] == "ProcessGroupGloo" and got["real_sum"] == [2.0, 2.0]
 
 
 def batched_ring(rank, size):
@@ -98,9 +175,8 @@ def test_coalesced_all_reduce_all_gather_and_reduce_scatter_give_every_value():
 
 
 def monitored_barriers(rank, size):
-    # torch's own, which refuses every backend but gloo unless cohort_torch is imported.
-    dist.monitored_barrier(timeout=datetime.timedelta(seconds=10))
     cohort_torch.monitored_barrier(timeout=datetime.timedelta(seconds=10))
+    cohort_torch.monitored_barrier(timeout=10)
     # Now the last rank stays away: rank 0 names it.
     if rank == size - 1:
         time.sleep(4)
