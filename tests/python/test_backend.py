@@ -71,6 +71,24 @@ def tutorial_ring_all_reduce(rank, size):
 
 # The point-to-point programs are written for two processes (rank 0 sends,
 # every other rank receives once).
+def test_the_torch_internals_the_python_layer_reads_are_there():
+    """Named one by one, so that a torch release that drops one fails here with
+    its name and the torch version, not somewhere inside a job."""
+    import inspect
+
+    import torch.distributed.distributed_c10d as c10d
+
+    helper = getattr(c10d, "_new_process_group_helper", None)
+    where = f"torch {torch.__version__}"
+    assert helper is not None, f"{where}: distributed_c10d._new_process_group_helper is gone"
+    local_names = helper.__code__.co_varnames
+    for name in ("backend_config", "group_name"):  # cohort_torch._group_being_made
+        assert name in local_names, f"{where}: _new_process_group_helper has no local '{name}'"
+    # The gloo stand-in (as_gloo.py): torch must build gloo groups through the module's name.
+    assert "ProcessGroupGloo(" in inspect.getsource(helper), f"{where}: gloo groups no longer built by name"
+    assert hasattr(c10d, "_GLOO_AVAILABLE"), f"{where}: distributed_c10d._GLOO_AVAILABLE is gone"
+
+
 def what_the_group_maker_reads_of_torch(rank, size):
     world = dist.group.WORLD
     mixed = dist.new_group(backend="cpu:cohort,cuda:gloo")  # another backend for another device
