@@ -3,8 +3,8 @@
 # Makes a cluster on this machine: H hosts as network namespaces, each with
 # one link (a veth pair) to a switch namespace holding a bridge, each link
 # shaped to RATE each way with tc's tbf (netem is not in this kernel), L
-# ranks per host started from one `ip netns exec` (one host: shared memory
-# between its ranks). Runs torch.distributed's collectives from Python
+# ranks per host started from one `ip netns exec` with a /dev/shm of its
+# own (one host: shared memory between its ranks, and only them). Runs torch.distributed's collectives from Python
 # over cohort and over gloo (GLOO_SOCKET_IFNAME names the link), side by
 # side, and prints per row the time, busbw (nccl-tests' factors over all
 # ranks) and the link-bound time: the least each host's link must carry,
@@ -82,7 +82,7 @@ run() {
   [ "$backend" = tcp ] && program="bench/python/raw_tcp_all_to_all.py 1048576 $max_bytes"
   [ "$backend" = paced ] && program="bench/python/raw_tcp_all_to_all.py 1048576 $max_bytes $rate_bits $l"
   for ((i = 0; i < h; i++)); do
-    ip netns exec "${hosts[$i]}" bash -c '
+    ip netns exec "${hosts[$i]}" bash -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 1
       for ((r = '"$((i * l))"'; r < '"$(((i + 1) * l))"'; r++)); do
         env RANK=$r WORLD_SIZE='"$((h * l))"' MASTER_ADDR=10.98.0.1 MASTER_PORT='"$port"' \
           GLOO_SOCKET_IFNAME=hlink OMP_NUM_THREADS=1 PYTHONPATH='"$PWD/build/python"' \

@@ -34,12 +34,15 @@ ip -n "$b" link set "${tag}y" up
 
 flags=(--nnodes 1:2 --nproc-per-node 2 --rdzv-backend store --rdzv-endpoint "$net.1:29655" --rdzv-id "job$$"
   --max-restarts 1 --rdzv-conf last_call_timeout=2,join_timeout=30)
-# ip netns exec execs the command, so $! is the launcher itself.
-COHORT_LAUNCHER_STOP_TIMEOUT_S=3 ip netns exec "$a" "$launcher" "${flags[@]}" "$worker" steps 40 >"$logs/a" 2>&1 &
+own_shm='mount -t tmpfs -o mode=1777 tmpfs /dev/shm'
+# ip netns exec execs the command, and so does sh after giving the host its
+# own /dev/shm (as a real host has: ranks that share it share memory), so
+# $! is the launcher itself.
+COHORT_LAUNCHER_STOP_TIMEOUT_S=3 ip netns exec "$a" sh -c "$own_shm"' && exec "$@"' sh "$launcher" "${flags[@]}" "$worker" steps 40 >"$logs/a" 2>&1 &
 pid_a=$!
 pids+=("$pid_a")
 sleep 0.5
-COHORT_LAUNCHER_STOP_TIMEOUT_S=3 ip netns exec "$b" "$launcher" "${flags[@]}" --log-dir "$logs/files-b" "$worker" steps 40 >"$logs/b" 2>&1 &
+COHORT_LAUNCHER_STOP_TIMEOUT_S=3 ip netns exec "$b" sh -c "$own_shm"' && exec "$@"' sh "$launcher" "${flags[@]}" --log-dir "$logs/files-b" "$worker" steps 40 >"$logs/b" 2>&1 &
 pid_b=$!
 pids+=("$pid_b")
 

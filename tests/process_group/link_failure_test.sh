@@ -46,8 +46,8 @@ timeout_s=20 deadline_s=90
 port=$((29700 + $$ % 200))
 for host in 0 1; do
   ns="$a"; [ "$host" -eq 1 ] && ns="$b"
-  # Both ranks of a host from one `ip netns exec`, as on a real host.
-  ip netns exec "$ns" bash -c '
+  # Both ranks of a host from one `ip netns exec` with its own /dev/shm, as on a real host.
+  ip netns exec "$ns" bash -c "$OWN_SHM"'
     for rank in '"$((2 * host)) $((2 * host + 1))"'; do
       env RANK=$rank WORLD_SIZE=4 MASTER_ADDR='"$net.1"' MASTER_PORT='"$port"' \
         LINK_WORKER_TIMEOUT_S='"$timeout_s"' LINK_WORKER_FLOATS=1048576 \

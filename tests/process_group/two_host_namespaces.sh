@@ -1,7 +1,10 @@
 # two_host_namespaces.sh, sourced by the tests that need two "hosts":
 # make_two_hosts NS_A NS_B LINK NET makes network namespaces NS_A and NS_B
 # joined by a veth pair (LINKx in NS_A at NET.1, LINKy in NS_B at NET.2,
-# a /24), loopback and both ends up. Exits 77 (ctest: skipped) when the
+# a /24), loopback and both ends up. A "host" is also its own /dev/shm:
+# ranks that share /dev/shm share memory whatever their network
+# (src/transport/shm/host_identity.h), so each host's `ip netns exec` runs
+# $OWN_SHM first (a tmpfs in the mount namespace that exec makes). Exits 77 (ctest: skipped) when the
 # machine cannot make them; the caller's trap removes the namespaces.
 make_two_hosts() {
   local a="$1" b="$2" link="$3" net="$4"
@@ -14,3 +17,5 @@ make_two_hosts() {
   ip -n "$a" link set "${link}x" up
   ip -n "$b" link set "${link}y" up
 }
+
+OWN_SHM='mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 1'

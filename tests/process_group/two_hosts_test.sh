@@ -2,8 +2,8 @@
 # Two "hosts" as network namespaces joined by a veth pair: four ranks (two
 # per host) join through env:// with MASTER_ADDR on host A, all_reduce, form
 # a subgroup, and every rank must have published its veth address, never
-# loopback. The two ranks of a host start from one `ip netns exec` (one
-# mount namespace, as on a real host), so they talk through shared memory,
+# loopback. The two ranks of a host start from one `ip netns exec` with
+# its own /dev/shm (as on a real host), so they talk through shared memory,
 # to the other host over TCP, and all_reduce runs hierarchically. Needs root and iproute2; prints a reason and exits 0 when the
 # machine cannot make namespaces (ctest reports it as skipped).
 set -uo pipefail
@@ -27,7 +27,7 @@ port=29611
 pids=()
 for host in 0 1; do
   ns="$a"; [ "$host" -eq 1 ] && ns="$b"
-  ip netns exec "$ns" bash -c '
+  ip netns exec "$ns" bash -c "$OWN_SHM"'
     for rank in '"$((2 * host)) $((2 * host + 1))"'; do
       env RANK=$rank WORLD_SIZE=4 MASTER_ADDR='"$master"' MASTER_PORT='"$port"' COHORT_LOG_LEVEL=debug \
         '"$worker"' allreduce env:// >'"$logs"'/out.$rank 2>'"$logs"'/err.$rank &

@@ -1,7 +1,6 @@
 #include "transport/shm/host_identity.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <fstream>
 
@@ -15,20 +14,26 @@ std::string first_line(const char* path) {
   return line;
 }
 
-std::string namespace_inode(const char* path) {
+std::string inode(const char* path) {
   struct stat st {};
   if (::stat(path, &st) != 0) return "?";
   return std::to_string(static_cast<unsigned long long>(st.st_ino));
 }
 
+// The file system /dev/shm is on and the directory itself: two mounts of
+// tmpfs there (one per container) differ in the device.
+std::string shm_directory() {
+  struct stat st {};
+  if (::stat("/dev/shm", &st) != 0) return "?";
+  return std::to_string(static_cast<unsigned long long>(st.st_dev)) + ":" +
+         std::to_string(static_cast<unsigned long long>(st.st_ino));
+}
+
 }  // namespace
 
 std::string host_identity() {
-  char host[256] = "";
-  ::gethostname(host, sizeof host - 1);
-  return "boot=" + first_line("/proc/sys/kernel/random/boot_id") + " host=" + host +
-         " ipc=" + namespace_inode("/proc/self/ns/ipc") + " mnt=" + namespace_inode("/proc/self/ns/mnt") +
-         " pid=" + namespace_inode("/proc/self/ns/pid");
+  return "boot=" + first_line("/proc/sys/kernel/random/boot_id") + " shm=" + shm_directory() +
+         " pid=" + inode("/proc/self/ns/pid");
 }
 
 }  // namespace cohort::shm

@@ -1,9 +1,16 @@
 // host_identity.h: deciding which ranks can share memory.
 //
-// Two ranks may talk through /dev/shm only if they run on the same kernel
-// (boot id), see the same host name, and share the IPC, mount and pid
-// namespaces: two containers on one host differ in at least one of those,
-// so they are never mistaken for one host and fall back to TCP.
+// Two ranks may talk through shared memory exactly when what the transport
+// relies on is common to both, whatever else differs:
+//   - the same kernel (boot id), so that one physical memory backs a segment;
+//   - the same /dev/shm (its file system's device and the directory's inode),
+//     where segments are made and opened by name (as NCCL compares the shm
+//     device): containers or namespaces that mount their own /dev/shm never
+//     meet there;
+//   - the same pid namespace, since a rank sees a dead peer by its pid.
+// The host name, the IPC and mount namespaces do not matter: ranks started
+// apart on one host (each by its own `ip netns exec`, or in containers that
+// share /dev/shm and pids) share memory and the hierarchy.
 #pragma once
 
 #include <string>
