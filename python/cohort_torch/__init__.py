@@ -134,7 +134,9 @@ def _create_backend(dist_backend_opts, backend_options=None):
     return backend
 
 
-if getattr(_dist.Backend, "COHORT", None) is None:  # or an installed copy's entry point registered it (python/_cohort_torch_entry.py)
+# Unless an installed copy's entry point (python/_cohort_torch_entry.py)
+# registered the name already, at `import torch`.
+if getattr(_dist.Backend, "COHORT", None) is None:
     _dist.Backend.register_backend("cohort", _create_backend, extended_api=True, devices=["cpu"])
 
 if _os.environ.get("COHORT_AS_GLOO", "0") not in ("", "0"):

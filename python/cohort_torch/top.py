@@ -87,7 +87,8 @@ class _Watcher:
         elif self.args.group in names:
             self.group = self.args.group
         else:
-            raise _Stop(2, f"the job at {self.address} has no group '{self.args.group}'; its groups: {', '.join(names)}")
+            groups = ", ".join(names)
+            raise _Stop(2, f"the job at {self.address} has no group '{self.args.group}'; its groups: {groups}")
 
     def screen(self):
         key = f"cohort/stragglers/{self.group}/summary"

@@ -82,7 +82,7 @@ bool slots_fit(const shm::HostSlots* slots, const HostGrid& g) {
 // buffers (the network moves them while this rank copies through shared
 // memory), large enough that a step's fixed costs stay small. Cut in
 // elements, so that every rank cuts at the same place.
-constexpr size_t kSegmentBytes = 512 << 10;
+constexpr size_t kGatherScatterSegmentBytes = 512 << 10;
 // A block of a few segments is cut finer, down to kLeastSegmentBytes, so
 // that it still makes kLeastSegments: with one segment the column ring's
 // hops, and the host's step, run one after another (4 hosts x 2 ranks,
@@ -92,7 +92,7 @@ constexpr size_t kLeastSegments = 8;
 
 size_t segment_elements(size_t count, size_t element_bytes) {
   const size_t fine = std::max(kLeastSegmentBytes, count * element_bytes / kLeastSegments);
-  const size_t bytes = std::min(kSegmentBytes, fine);
+  const size_t bytes = std::min(kGatherScatterSegmentBytes, fine);
   return std::min(std::max<size_t>(1, bytes / element_bytes), std::max<size_t>(1, count));
 }
 

@@ -75,8 +75,8 @@ std::string elements(uint64_t n) {
   return std::to_string(n) + (n == 1 ? " element" : " elements");
 }
 
-// rank_list writes "rank 3" or "ranks 0-2,5" (runs of three or more as a range).
-std::string rank_list(const std::vector<int>& ranks) {
+// ranks_in_runs writes "rank 3" or "ranks 0-2,5" (runs of three or more as a range).
+std::string ranks_in_runs(const std::vector<int>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
@@ -191,7 +191,7 @@ std::string mismatch_report(uint64_t sequence, const std::string& group, const F
         done[r] = true;
       }
     }
-    out += (first ? "" : "; ") + rank_list(same) + ": ";
+    out += (first ? "" : "; ") + ranks_in_runs(same) + ": ";
     first = false;
     if (arrived[q]) {
       out += text[q];

@@ -13,7 +13,7 @@ namespace cohort {
 namespace {
 
 // Six ranks on hosts {0,1,2} and {3,4,5}; the view holds ranks 1, 3, 4, 5.
-class RecordingTransport final : public Transport {
+class ForwardingProbe final : public Transport {
  public:
   int rank() const override { return 4; }
   int size() const override { return 6; }
@@ -55,7 +55,7 @@ class RecordingTransport final : public Transport {
 };
 
 struct SubTransportForwarding : ::testing::Test {
-  RecordingTransport parent;
+  ForwardingProbe parent;
   SubTransport view{parent, {1, 3, 4, 5}};
 };
 

@@ -66,13 +66,13 @@ class AlgorithmMatrix : public ::testing::TestWithParam<Forced> {
   void SetUp() override {
     const Forced& f = GetParam();
     set_config("COHORT_SHM", "off");
-    large_counts_for_every_dtype() = false;
+    large_count_dtypes() = LargeCountDtypes::kFloat32AndFloat16;
     set_config("COHORT_ALGO", std::string(collective_name(f.collective)) + "=" + algorithm_name(f.algorithm));
   }
   void TearDown() override {
     reset_config("COHORT_SHM");
     reset_config("COHORT_ALGO");
-    large_counts_for_every_dtype() = true;
+    large_count_dtypes() = LargeCountDtypes::kOnePerElementSize;
   }
 };
 

@@ -150,26 +150,33 @@ inline std::vector<ReduceOp> ops_for(DType dtype) {
 }
 
 // counts: empty, one, odd, medium (halving-doubling), and just over 1 MiB.
-// A sanitized build (COHORT_SANITIZE, docs/sanitizers.md) runs 3-15 times
-// slower, and the product dtype x op x over-1-MiB was nine tenths of its
-// run; there the over-1-MiB count runs for float32 and float16 only. The
-// algorithms choose by bytes, not dtype, so the large-message paths still
-// run (with 4- and 2-byte elements), and every dtype's kernels still run at
-// the other counts.
-// large_counts_for_every_dtype: whether counts_for gives every dtype a
-// count over 1 MiB, or only float32 and float16 (the algorithm matrix,
-// which runs each algorithm at up to 16 ranks, and sanitized builds).
-inline bool& large_counts_for_every_dtype() {
-  static bool every = true;
-  return every;
+// Every dtype's kernels run at the first four. The count over 1 MiB is for
+// the large-message paths (pipelined, segmented, read in place), which the
+// algorithms choose by bytes, not dtype, and which cut messages on element
+// boundaries: so it runs for one dtype of each element size (float64,
+// float32, float16, uint8), which was a third of the product's run where
+// every dtype had it. Where each algorithm runs at up to 16 ranks (the
+// algorithm matrix) and in sanitized builds (COHORT_SANITIZE, 3-15 times
+// slower: docs/sanitizers.md) it runs for float32 and float16 only.
+enum class LargeCountDtypes { kOnePerElementSize, kFloat32AndFloat16 };
+
+inline LargeCountDtypes& large_count_dtypes() {
+  static LargeCountDtypes which = LargeCountDtypes::kOnePerElementSize;
+  return which;
+}
+
+inline bool gets_large_count(DType dtype) {
+  const bool float32_or_16 = dtype == DType::kFloat32 || dtype == DType::kFloat16;
+#ifdef COHORT_SANITIZED_BUILD
+  return float32_or_16;
+#else
+  if (large_count_dtypes() == LargeCountDtypes::kFloat32AndFloat16) return float32_or_16;
+  return float32_or_16 || dtype == DType::kFloat64 || dtype == DType::kUInt8;
+#endif
 }
 
 inline std::vector<size_t> counts_for(DType dtype) {
-#ifdef COHORT_SANITIZED_BUILD
-  if (dtype != DType::kFloat32 && dtype != DType::kFloat16) return {0, 1, 7, 20001};
-#endif
-  if (!large_counts_for_every_dtype() && dtype != DType::kFloat32 && dtype != DType::kFloat16)
-    return {0, 1, 7, 20001};
+  if (!gets_large_count(dtype)) return {0, 1, 7, 20001};
   return {0, 1, 7, 20001, (size_t{1} << 20) / dtype_size(dtype) + 3};
 }
 

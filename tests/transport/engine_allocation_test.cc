@@ -61,7 +61,7 @@ void operator delete(void* p, size_t) noexcept {
 namespace cohort {
 namespace {
 
-Deadline generous() {
+Deadline allocation_deadline() {
   return Deadline::after(std::chrono::milliseconds(20000));
 }
 
@@ -101,7 +101,7 @@ Status run_rank(Engine& e, int rounds, int warm, std::atomic<int>& at_warm) {
     const uint64_t base = static_cast<uint64_t>(round + 1) << 24;
     SendRequest send{peer, MessageKind::kCollective, base, out.data(), out.size()};
     RecvRequest recv{peer, MessageKind::kCollective, base, in.data(), in.size()};
-    Status st = e.exchange(&send, 1, &recv, 1, generous(), what);
+    Status st = e.exchange(&send, 1, &recv, 1, allocation_deadline(), what);
     if (!st.ok()) return st;
     if (in[0] != peer || in[4095] != peer) return Status(StatusCode::kDesync, "wrong bytes");
     SendRequest sends[8];
@@ -111,7 +111,7 @@ Status run_rank(Engine& e, int rounds, int warm, std::atomic<int>& at_warm) {
     RecvRequest piece{peer, MessageKind::kCollective, base + 1, in.data(), 1024};
     piece.on_arrival = &Segments::next;
     piece.context = &segments;
-    st = e.exchange(sends, 8, &piece, 1, generous(), what);
+    st = e.exchange(sends, 8, &piece, 1, allocation_deadline(), what);
     if (!st.ok()) return st;
   }
   return Status::ok_status();

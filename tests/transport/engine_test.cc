@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "transport/memory_link.h"
+#include "transport/patterned_bytes.h"
 
 namespace cohort {
 namespace {
@@ -32,9 +33,7 @@ using testing::MemoryPipeOptions;
 constexpr MessageKind kP2p = MessageKind::kPointToPoint;
 constexpr MessageKind kCollective = MessageKind::kCollective;
 
-Deadline generous() {
-  return Deadline::after(milliseconds(10000));
-}
+using testing::generous;
 
 // collective_tag is step `step` of collective #`sequence`, as the
 // algorithms tag their messages.
@@ -42,13 +41,7 @@ uint64_t collective_tag(uint64_t sequence, uint64_t step) {
   return (sequence << 24) | step;
 }
 
-// pattern is `bytes` bytes that differ from message to message (`seed`)
-// and along the message, so that a byte out of place shows.
-std::vector<uint8_t> pattern(size_t bytes, size_t seed) {
-  std::vector<uint8_t> v(bytes);
-  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>(seed * 131 + i * 7 + (i >> 8));
-  return v;
-}
+using testing::pattern;
 
 // says checks that `status` is an error whose message holds `text`.
 ::testing::AssertionResult says(const Status& status, const std::string& text) {

@@ -27,6 +27,7 @@
 #include "cohort/config.h"
 #include "cohort/hash_store.h"
 #include "transport/engine.h"
+#include "transport/patterned_bytes.h"
 #include "transport/shm/arena.h"
 #include "transport/shm/link.h"
 #include "transport/tcp/link.h"
@@ -38,15 +39,8 @@ namespace {
 using std::chrono::milliseconds;
 using Outcome = LinkIo::Outcome;
 
-Deadline generous() {
-  return Deadline::after(milliseconds(10000));
-}
-
-std::vector<uint8_t> pattern(size_t bytes, size_t seed) {
-  std::vector<uint8_t> v(bytes);
-  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>(seed * 131 + i * 7 + (i >> 8));
-  return v;
-}
+using testing::generous;
+using testing::pattern;
 
 // make_socket_pair connects two non-blocking stream sockets, as a link's
 // socket is.

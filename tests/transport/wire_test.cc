@@ -115,7 +115,7 @@ OutMessage message(uint64_t id, const std::string& head, std::shared_ptr<std::ve
   return m;
 }
 
-std::shared_ptr<std::vector<uint8_t>> pattern(size_t n, uint8_t seed) {
+std::shared_ptr<std::vector<uint8_t>> shared_pattern(size_t n, uint8_t seed) {
   auto v = std::make_shared<std::vector<uint8_t>>(n);
   for (size_t i = 0; i < n; ++i) (*v)[i] = static_cast<uint8_t>(seed + i * 131);
   return v;
@@ -139,7 +139,7 @@ TEST_P(WireOver, MessagesOfEverySizeArriveWholeAndInOrder) {
   for (int r = 0; r < 2; ++r) {
     senders.emplace_back([&, r] {
       for (size_t i = 0; i < sizes.size(); ++i) {
-        Status st = w.wires[r]->send(1 - r, message(i, "head " + std::to_string(i), pattern(sizes[i], r)));
+        Status st = w.wires[r]->send(1 - r, message(i, "head " + std::to_string(i), shared_pattern(sizes[i], r)));
         EXPECT_TRUE(st.ok()) << st.message();
       }
     });
@@ -152,7 +152,7 @@ TEST_P(WireOver, MessagesOfEverySizeArriveWholeAndInOrder) {
       EXPECT_EQ(got[i].id, i);
       EXPECT_EQ(got[i].from, 1 - r);
       EXPECT_EQ(got[i].head, "head " + std::to_string(i));
-      EXPECT_EQ(got[i].body, *pattern(sizes[i], static_cast<uint8_t>(1 - r))) << "message " << i << " at rank " << r;
+      EXPECT_EQ(got[i].body, *shared_pattern(sizes[i], static_cast<uint8_t>(1 - r))) << "message " << i << " at rank " << r;
     }
   }
 }
@@ -160,11 +160,11 @@ TEST_P(WireOver, MessagesOfEverySizeArriveWholeAndInOrder) {
 TEST_P(WireOver, AMessageToItselfIsDeliveredOnTheSendersThread) {
   Wires w = connect(2);
   ASSERT_TRUE(w.wires[0]);
-  ASSERT_TRUE(w.wires[0]->send(0, message(9, "self", pattern(5000, 3))).ok());
+  ASSERT_TRUE(w.wires[0]->send(0, message(9, "self", shared_pattern(5000, 3))).ok());
   auto got = w.recorders[0]->wait_for(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].from, 0);
-  EXPECT_EQ(got[0].body, *pattern(5000, 3));
+  EXPECT_EQ(got[0].body, *shared_pattern(5000, 3));
   EXPECT_FALSE(w.wires[0]->send(5, message(1, "", nullptr)).ok()) << "a rank that does not exist";
 }
 
@@ -192,7 +192,7 @@ TEST_P(WireOver, ThreadsThatTurnTheWireLoseNothing) {
   }
   std::thread sender([&] {
     for (int i = 0; i < kMessages; ++i) {
-      EXPECT_TRUE(w.wires[0]->send(1, message(static_cast<uint64_t>(i), "m", pattern(i % 7 == 0 ? 70000 : 16, 1))).ok());
+      EXPECT_TRUE(w.wires[0]->send(1, message(static_cast<uint64_t>(i), "m", shared_pattern(i % 7 == 0 ? 70000 : 16, 1))).ok());
     }
   });
   sender.join();
@@ -220,7 +220,7 @@ TEST_P(WireOver, AStoppedWireIsLostNamingItAndTheOthersGoOn) {
   const Status st = w.wires[0]->send(1, message(1, "late", nullptr));
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
-  ASSERT_TRUE(w.wires[0]->send(2, message(2, "still here", pattern(3000, 4))).ok());
+  ASSERT_TRUE(w.wires[0]->send(2, message(2, "still here", shared_pattern(3000, 4))).ok());
   auto got = w.recorders[2]->wait_for(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].head, "still here");

@@ -10,10 +10,10 @@
 
 namespace cohort::shm {
 
-constexpr size_t kPage = 4096;
+constexpr size_t kSymmetricPage = 4096;
 
 size_t symmetric_region_bytes(size_t bytes) {
-  return std::max<size_t>(kPage, (bytes + kPage - 1) / kPage * kPage);
+  return std::max<size_t>(kSymmetricPage, (bytes + kSymmetricPage - 1) / kSymmetricPage * kSymmetricPage);
 }
 
 void SymmetricRegistry::add(uint64_t id, std::shared_ptr<ShmSegment> segment, size_t region_bytes) {
