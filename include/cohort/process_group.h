@@ -32,6 +32,7 @@ class Store;
 struct Fingerprint;
 struct OpContext;
 struct OpShape;
+enum class CollectiveCall : uint8_t;  // src/common/collective.h
 class GroupTrace;
 class MonitorLease;
 
@@ -212,12 +213,12 @@ class ProcessGroup {
                                 std::function<void(Work&, const OpContext&)> run, bool is_collective);
   // collective is every collective's one way in (process_group_ops.cc):
   // on a non-member it does nothing (torch's rule); otherwise
-  // `prepare(op)` checks the arguments, throwing InvalidArgument, and
+  // `prepare(op)`, `op` the call's name, checks the arguments, throwing InvalidArgument, and
   // returns the call (its shape, its fingerprint, the backend call), which
   // runs after COHORT_DEBUG=detail's desync check. A new collective written
   // through it can skip neither.
   template <class Prepare>
-  std::shared_ptr<Work> collective(std::string_view op, const CollectiveOptions& options, Prepare prepare);
+  std::shared_ptr<Work> collective(CollectiveCall call, const CollectiveOptions& options, Prepare prepare);
   // run_collective runs a backend call that returns a Status: at once on
   // the caller's thread when the call blocks and the group is idle
   // (without allocating: it returns done_work_), else through enqueue.

@@ -6,7 +6,7 @@ bool runs_over_messages(Algorithm algorithm) {
   return algorithm != Algorithm::kShmDirect && algorithm != Algorithm::kHierarchical;
 }
 
-Status run_message_passing(AlgoContext& c, Algorithm a, const CollectiveCall& call) {
+Status run_message_passing(AlgoContext& c, Algorithm a, const MessagePassingCall& call) {
   if (!runs_over_messages(a) || !registry_entry(a).runs(call.collective)) {
     return invalid_argument(std::string(algorithm_name(a)) + " does not run " +
                             collective_name(call.collective) + " over messages");

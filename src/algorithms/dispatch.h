@@ -13,9 +13,9 @@
 
 namespace cohort {
 
-// CollectiveCall: the buffers of one call, as each collective takes them.
-struct CollectiveCall {
-  explicit CollectiveCall(Collective c = Collective::kAllReduce) : collective(c) {}
+// MessagePassingCall: the buffers of one call, as each collective takes them.
+struct MessagePassingCall {
+  explicit MessagePassingCall(Collective c = Collective::kAllReduce) : collective(c) {}
 
   Collective collective;
   Buffer buffer;                                 // all_reduce, broadcast, reduce
@@ -33,6 +33,6 @@ bool runs_over_messages(Algorithm algorithm);
 
 // run_message_passing runs `algorithm` for `call` over c.transport;
 // kInvalidArgument when it does not run that collective over messages.
-Status run_message_passing(AlgoContext& c, Algorithm algorithm, const CollectiveCall& call);
+Status run_message_passing(AlgoContext& c, Algorithm algorithm, const MessagePassingCall& call);
 
 }  // namespace cohort

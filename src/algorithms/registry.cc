@@ -228,19 +228,6 @@ const std::vector<AlgorithmEntry>& entries() {
 
 }  // namespace
 
-const char* collective_name(Collective c) {
-  static const char* const kNames[] = {"all_reduce", "broadcast",      "reduce",     "all_gather", "gather",
-                                       "scatter",    "reduce_scatter", "all_to_all", "barrier"};
-  return kNames[static_cast<int>(c)];
-}
-
-bool parse_collective(const std::string& name, Collective* out) {
-  for (int k = 0; k < kCollectives; ++k) {
-    if (name == collective_name(static_cast<Collective>(k))) return *out = static_cast<Collective>(k), true;
-  }
-  return false;
-}
-
 const std::vector<AlgorithmEntry>& algorithm_registry() {
   return entries();
 }

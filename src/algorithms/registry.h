@@ -15,21 +15,9 @@
 #include <vector>
 
 #include "algorithms/cost_model.h"
+#include "common/collective.h"
 
 namespace cohort {
-
-enum class Collective {
-  kAllReduce,
-  kBroadcast,
-  kReduce,
-  kAllGather,
-  kGather,
-  kScatter,
-  kReduceScatter,
-  kAllToAll,
-  kBarrier
-};
-constexpr int kCollectives = static_cast<int>(Collective::kBarrier) + 1;
 
 enum class Algorithm {
   kRing,
@@ -47,9 +35,6 @@ enum class Algorithm {
   kScatterAllGather,  // broadcast as a scatter, then Bruck's all_gather
   kHalvingGather,     // reduce as recursive halving, then a binomial gather
 };
-
-const char* collective_name(Collective c);
-bool parse_collective(const std::string& name, Collective* out);
 
 // AlgorithmCost prices one call of `bytes` (per rank, as the table counts
 // them: a rank's block for all_gather, reduce_scatter, gather, scatter and

@@ -117,8 +117,8 @@ CallBuffers::CallBuffers(Collective c, int ranks, size_t bytes) : collective_(c)
   }
 }
 
-CollectiveCall CallBuffers::call() {
-  CollectiveCall call(collective_);
+MessagePassingCall CallBuffers::call() {
+  MessagePassingCall call(collective_);
   const Buffer whole = Buffer::of(whole_.data(), whole_.size());
   call.buffer = whole;
   call.input = whole;

@@ -94,7 +94,7 @@ class CallBuffers {
  public:
   CallBuffers(Collective collective, int ranks, size_t bytes);
   // call: the call as every rank makes it (root 0).
-  CollectiveCall call();
+  MessagePassingCall call();
   // footprint: the bytes a rank's buffers take.
   static size_t footprint(Collective collective, int ranks, size_t bytes);
 

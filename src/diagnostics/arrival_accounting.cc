@@ -16,15 +16,6 @@
 namespace cohort {
 namespace {
 
-constexpr const char* kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier"};
-
-int op_code(const char* op) {
-  for (int i = 0; i < 5; ++i) {
-    if (std::string_view(op) == kOps[i]) return i;
-  }
-  return -1;
-}
-
 std::string this_host() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
@@ -119,7 +110,7 @@ void ArrivalAccounting::take_completed(GroupTrace& group) {
     if (all_finished) last_id_ = e.id;
     if (!finished || !e.collective || e.state != OpState::kCompleted || e.sequence <= last_sequence_)
       continue;
-    const int code = op_code(e.op);
+    const int code = leave_together_index(e.op);
     if (code < 0) continue;
     last_sequence_ = e.sequence;
     const uint64_t count = std::max(e.shape.input_count, e.shape.output_count);
@@ -192,7 +183,8 @@ void ArrivalAccounting::join(GroupTrace& group, Store& store) {
       if (everyone) durations[static_cast<size_t>(r)] = it->second[0] * 1000;
     }
     if (!everyone) continue;
-    stats_.add(durations, kOps[first[1] % 5], static_cast<uint64_t>(first[2]));
+    stats_.add(durations, collective_name(leave_together_family(static_cast<int>(first[1] % kLeaveTogether))),
+               static_cast<uint64_t>(first[2]));
     through = seq;
   }
   joined_through_ = through;

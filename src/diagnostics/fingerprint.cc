@@ -20,55 +20,12 @@ uint64_t hash_counts(const uint64_t* counts, size_t n, size_t stride) {
   return h | 1;
 }
 
-const char* op_name(uint8_t op) {
-  switch (static_cast<CollectiveOp>(op)) {
-    case CollectiveOp::kNone:
-      return "no collective";
-    case CollectiveOp::kBroadcast:
-      return "broadcast";
-    case CollectiveOp::kAllReduce:
-      return "all_reduce";
-    case CollectiveOp::kReduce:
-      return "reduce";
-    case CollectiveOp::kAllGather:
-      return "all_gather";
-    case CollectiveOp::kAllGatherIntoTensor:
-      return "all_gather_into_tensor";
-    case CollectiveOp::kGather:
-      return "gather";
-    case CollectiveOp::kScatter:
-      return "scatter";
-    case CollectiveOp::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveOp::kReduceScatterTensor:
-      return "reduce_scatter_tensor";
-    case CollectiveOp::kAllToAll:
-      return "all_to_all";
-    case CollectiveOp::kAllToAllSingle:
-      return "all_to_all_single";
-    case CollectiveOp::kBarrier:
-      return "barrier";
-  }
-  return "an unknown collective";
-}
-
-// count_must_match: the calls whose element count is the same on every rank.
-bool count_must_match(uint8_t op) {
-  switch (static_cast<CollectiveOp>(op)) {
-    case CollectiveOp::kBroadcast:
-    case CollectiveOp::kAllReduce:
-    case CollectiveOp::kReduce:
-    case CollectiveOp::kAllGatherIntoTensor:
-    case CollectiveOp::kReduceScatterTensor:
-      return true;
-    default:
-      return false;
-  }
+const CollectiveCallInfo& info_of(uint8_t op) {
+  return call_info(static_cast<CollectiveCall>(op));
 }
 
 bool is_all_to_all(uint8_t op) {
-  return op == static_cast<uint8_t>(CollectiveOp::kAllToAll) ||
-         op == static_cast<uint8_t>(CollectiveOp::kAllToAllSingle);
+  return info_of(op).family == Collective::kAllToAll;
 }
 
 std::string elements(uint64_t n) {
@@ -115,9 +72,9 @@ Fingerprint& Fingerprint::with_per_rank(const std::vector<Buffer>& per_rank) {
 }
 
 std::string describe(const Fingerprint& f) {
-  const auto call = static_cast<CollectiveOp>(f.op);
-  std::string s = op_name(f.op);
-  if (call == CollectiveOp::kNone) return s;
+  const auto call = static_cast<CollectiveCall>(f.op);
+  std::string s = info_of(f.op).name;
+  if (call == CollectiveCall::kNone) return s;
   s += "(";
   if (f.dtype == Fingerprint::kNoDType) return s + ")";
   s += dtype_name(static_cast<DType>(f.dtype));
@@ -143,7 +100,7 @@ bool fingerprints_agree(const Fingerprint* all, int size) {
         b.reduce_op != a.reduce_op) {
       return false;
     }
-    if (count_must_match(a.op) && b.count != a.count) return false;
+    if (info_of(a.op).fingerprint_count_agrees && b.count != a.count) return false;
     sent += b.count;
     received += b.total;
   }

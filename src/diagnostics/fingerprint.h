@@ -16,26 +16,9 @@
 #include <vector>
 
 #include "cohort/types.h"
+#include "common/collective.h"
 
 namespace cohort {
-
-// CollectiveOp is the public call, as the user wrote it (all_gather and
-// all_gather_into_tensor are different calls even where they send alike).
-enum class CollectiveOp : uint8_t {
-  kNone = 0,
-  kBroadcast,
-  kAllReduce,
-  kReduce,
-  kAllGather,
-  kAllGatherIntoTensor,
-  kGather,
-  kScatter,
-  kReduceScatter,
-  kReduceScatterTensor,
-  kAllToAll,
-  kAllToAllSingle,
-  kBarrier,
-};
 
 struct Fingerprint {
   static constexpr uint8_t kNoDType = 0xFF;
@@ -43,11 +26,11 @@ struct Fingerprint {
 
   Fingerprint() = default;
   // A call without data (barrier).
-  explicit Fingerprint(CollectiveOp call) : op(static_cast<uint8_t>(call)) {}
+  explicit Fingerprint(CollectiveCall call) : op(static_cast<uint8_t>(call)) {}
   // A call on `elements` of `type`: the buffer of broadcast, all_reduce and
   // reduce, the input of the gathers, the output of scatter and the
   // reduce-scatters, what all_to_all sends.
-  Fingerprint(CollectiveOp call, DType type, size_t elements)
+  Fingerprint(CollectiveCall call, DType type, size_t elements)
       : count(elements), op(static_cast<uint8_t>(call)), dtype(static_cast<uint8_t>(type)) {}
 
   Fingerprint& with_root(int r) {
@@ -72,7 +55,7 @@ struct Fingerprint {
   uint64_t total = 0;   // with_per_rank: their sum; all_to_all: elements received
   uint64_t splits = 0;  // with_per_rank: a hash of the counts (never 0); 0: none
   int32_t root = -1;
-  uint8_t op = 0;  // CollectiveOp
+  uint8_t op = 0;  // CollectiveCall
   uint8_t dtype = kNoDType;
   uint8_t reduce_op = kNoReduceOp;  // ReduceOp::Kind
   uint8_t reserved = 0;

@@ -6,16 +6,6 @@
 namespace cohort {
 namespace {
 
-constexpr std::string_view kTogether[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                          "barrier"};
-
-int op_index(std::string_view op) {
-  for (int i = 0; i < 5; ++i) {
-    if (op == kTogether[i]) return i;
-  }
-  return -1;
-}
-
 // bus_factor is nccl-tests' factor from algorithm to bus bandwidth.
 double bus_factor(int op, int ranks) {
   if (ranks < 2) return 0;
@@ -35,14 +25,19 @@ double seconds(int64_t ns) {
 
 }  // namespace
 
+int leave_together_index(std::string_view op) {
+  CollectiveCall call;
+  return parse_call(op, &call) ? straggler_index(call_info(call).family) : -1;
+}
+
 bool leaves_together(std::string_view op) {
-  return op_index(op) >= 0;
+  return leave_together_index(op) >= 0;
 }
 
 StragglerStats::StragglerStats(int ranks) : ranks_(static_cast<size_t>(std::max(ranks, 0))) {}
 
 void StragglerStats::add(const std::vector<int64_t>& durations_ns, std::string_view op, uint64_t bytes) {
-  const int kind = op_index(op);
+  const int kind = leave_together_index(op);
   if (kind < 0 || durations_ns.size() != ranks_.size() || ranks_.empty()) return;
   const auto [least, most] = std::minmax_element(durations_ns.begin(), durations_ns.end());
   const int last = static_cast<int>(least - durations_ns.begin());
@@ -96,7 +91,7 @@ std::vector<StragglerStats::OpView> StragglerStats::ops() const {
       const PerOp& o = ops_[static_cast<size_t>(k)][static_cast<size_t>(c)];
       if (o.count == 0) continue;
       OpView v;
-      v.op = std::string(kTogether[k]);
+      v.op = collective_name(leave_together_family(k));
       v.size_class = uint64_t{1} << c;
       v.count = o.count;
       v.busbw_gbs = o.work_ns > 0 ? o.bus_bytes / static_cast<double>(o.work_ns) : 0;  // bytes/ns = GB/s

@@ -25,13 +25,18 @@
 #include <string_view>
 #include <vector>
 
+#include "common/collective.h"
 #include "common/json.h"
 
 namespace cohort {
 
-// leaves_together is true for the collectives every rank leaves at once,
-// the ones StragglerStats counts.
+// leaves_together is true for the calls every rank leaves at once, the
+// ones StragglerStats counts: those of the families common/collective.h
+// says leave together, as the flight recorder names them (all_reduce and
+// all_reduce_coalesced, all_gather and all_gather_into_tensor, ...).
+// leave_together_index is the family's index there, or -1.
 bool leaves_together(std::string_view op);
+int leave_together_index(std::string_view op);
 
 // A rank is named the straggler when it was last in at least this share
 // of the collectives counted, with a median lateness of at least
@@ -96,7 +101,7 @@ class StragglerStats {
     double bus_bytes = 0;  // bytes x the collective's bus factor
     int64_t work_ns = 0;   // the last rank's times
   };
-  static constexpr int kOps = 5;       // leaves_together's collectives
+  static constexpr int kOps = kLeaveTogether;  // the families counted
   static constexpr int kClasses = 48;  // size classes 2^0 .. 2^47
   std::vector<PerRank> ranks_;
   std::array<std::array<PerOp, kClasses>, kOps> ops_{};

@@ -5,40 +5,16 @@
 #include <map>
 #include <set>
 
+#include "common/collective.h"
+
 namespace cohort {
 namespace {
 
-// Which element count must agree between ranks for an operation under one
-// sequence number. Some may legitimately differ: all_gather's input (its
-// outputs' total agrees), gather's and scatter's lists (empty off the
-// root), all_to_all's splits.
-enum class SameCount { kInput, kOutput, kNone };
-
-struct OpRule {
-  const char* op;
-  SameCount count;
-};
-
-constexpr OpRule kRules[] = {
-    {"all_reduce", SameCount::kInput},
-    {"broadcast", SameCount::kInput},
-    {"reduce", SameCount::kInput},
-    {"all_gather", SameCount::kOutput},
-    {"all_gather_into_tensor", SameCount::kOutput},
-    {"gather", SameCount::kNone},
-    {"scatter", SameCount::kNone},
-    {"reduce_scatter", SameCount::kInput},
-    {"reduce_scatter_tensor", SameCount::kInput},
-    {"all_to_all", SameCount::kNone},
-    {"all_to_all_single", SameCount::kNone},
-    {"barrier", SameCount::kNone},
-};
-
+// count_rule: which recorded count must agree between ranks for the call
+// the recorder names `op` (common/collective.h).
 SameCount count_rule(const std::string& op) {
-  for (const OpRule& r : kRules) {
-    if (op == r.op) return r.count;
-  }
-  return SameCount::kNone;
+  CollectiveCall call;
+  return parse_call(op, &call) ? call_info(call).recorded_count : SameCount::kNone;
 }
 
 std::string rank_set(const std::vector<int>& ranks) {

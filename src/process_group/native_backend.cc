@@ -153,7 +153,7 @@ Status NativeBackend::broadcast(const Buffer& buffer, int root, const OpContext&
   if (algorithm.value() == Algorithm::kShmDirect) {
     return direct_done(shm_broadcast(c, *arena_, buffer, root), op);
   }
-  CollectiveCall call{Collective::kBroadcast};
+  MessagePassingCall call{Collective::kBroadcast};
   call.buffer = buffer;
   call.root = root;
   return run_message_passing(c, algorithm.value(), call);
@@ -172,7 +172,7 @@ Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const
   if (algorithm.value() == Algorithm::kHierarchical) {
     st = direct_done(hierarchical_all_reduce(c, arena_.get(), buffer, algorithm_op(reduce_op)), op);
   } else {
-    CollectiveCall call{Collective::kAllReduce};
+    MessagePassingCall call{Collective::kAllReduce};
     call.buffer = buffer;
     call.op = algorithm_op(reduce_op);
     st = run_message_passing(c, algorithm.value(), call);
@@ -214,7 +214,7 @@ Status NativeBackend::reduce(const Buffer& buffer, int root, ReduceOp reduce_op,
   auto algorithm = choose(Collective::kReduce, buffer.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
-  CollectiveCall call{Collective::kReduce};
+  MessagePassingCall call{Collective::kReduce};
   call.buffer = input;
   call.root = root;
   call.op = algorithm_op(reduce_op);
@@ -240,7 +240,7 @@ Status NativeBackend::all_gather(const std::vector<Buffer>& outputs, const Buffe
   if (algorithm.value() == Algorithm::kHierarchical) {
     return direct_done(hierarchical_all_gather(c, arena_.get(), input, outputs), op);
   }
-  CollectiveCall call{Collective::kAllGather};
+  MessagePassingCall call{Collective::kAllGather};
   call.input = input;
   call.outputs = &outputs;
   return run_message_passing(c, algorithm.value(), call);
@@ -253,7 +253,7 @@ Status NativeBackend::gather(const std::vector<Buffer>& outputs, const Buffer& i
   auto algorithm = choose(Collective::kGather, input.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, false);
-  CollectiveCall call{Collective::kGather};
+  MessagePassingCall call{Collective::kGather};
   call.input = input;
   call.outputs = &outputs;
   call.root = root;
@@ -266,7 +266,7 @@ Status NativeBackend::scatter(const Buffer& output, const std::vector<Buffer>& i
   auto algorithm = choose(Collective::kScatter, output.bytes(), op);
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, false);
-  CollectiveCall call{Collective::kScatter};
+  MessagePassingCall call{Collective::kScatter};
   call.output = output;
   call.inputs = &inputs;
   call.root = root;
@@ -302,7 +302,7 @@ Status NativeBackend::reduce_scatter(const Buffer& output, const std::vector<Buf
     st =
         direct_done(hierarchical_reduce_scatter(c, arena_.get(), output, views, algorithm_op(reduce_op)), op);
   } else {
-    CollectiveCall call{Collective::kReduceScatter};
+    MessagePassingCall call{Collective::kReduceScatter};
     call.output = output;
     call.inputs = &views;
     call.op = algorithm_op(reduce_op);
@@ -341,7 +341,7 @@ Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::
   AlgoContext c = context(op, direct);
   if (direct) return direct_done(shm_all_to_all(c, *arena_, outputs, inputs), op);
   // shm_direct's all_to_all that does not fit the slots goes pairwise.
-  CollectiveCall call{Collective::kAllToAll};
+  MessagePassingCall call{Collective::kAllToAll};
   call.outputs = &outputs;
   call.inputs = &inputs;
   const Algorithm a = algorithm.value() == Algorithm::kShmDirect ? Algorithm::kPairwise : algorithm.value();
@@ -353,7 +353,7 @@ Status NativeBackend::barrier(const OpContext& op) {
   if (!algorithm.ok()) return algorithm.status();
   AlgoContext c = context(op, algorithm.value() == Algorithm::kShmDirect);
   if (algorithm.value() == Algorithm::kShmDirect) return direct_done(shm_barrier(c, *arena_), op);
-  return run_message_passing(c, algorithm.value(), CollectiveCall{Collective::kBarrier});
+  return run_message_passing(c, algorithm.value(), MessagePassingCall{Collective::kBarrier});
 }
 
 void NativeBackend::post_send(const Buffer& buffer, int dst, int tag, const OpContext& op, Completion done) {

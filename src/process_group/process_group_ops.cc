@@ -8,6 +8,7 @@
 
 #include "cohort/errors.h"
 #include "cohort/process_group.h"
+#include "common/collective.h"
 #include "common/fast_clock.h"
 #include "diagnostics/group_trace.h"
 #include "process_group/backend.h"
@@ -68,9 +69,10 @@ Call<FingerprintOf, Run> call(OpShape shape, FingerprintOf fingerprint, Run run)
 }  // namespace
 
 template <class Prepare>
-std::shared_ptr<Work> ProcessGroup::collective(std::string_view op, const CollectiveOptions& options,
+std::shared_ptr<Work> ProcessGroup::collective(CollectiveCall call, const CollectiveOptions& options,
                                                Prepare prepare) {
   if (!is_member()) return state_->done_work_;  // torch: a non-member's call does nothing
+  const std::string_view op = call_name(call);
   auto c = prepare(op);                         // throws InvalidArgument before anything runs
   // The desync check, in this one place: the fingerprint is taken on the
   // caller's thread (its buffers may be the caller's temporaries) and
@@ -133,12 +135,12 @@ std::shared_ptr<Work> ProcessGroup::run_collective(std::string_view op, const Op
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const BroadcastOptions& o) {
-  return collective("broadcast", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kBroadcast, o, [&](std::string_view op) {
     check_buffer(op, buffer, "buffer", *state_->backend_);
     check_rank(o.src, "broadcast src");
     return call(
         shape_of(buffer, o.src),
-        [&] { return Fingerprint(CollectiveOp::kBroadcast, buffer.dtype, buffer.count).with_root(o.src); },
+        [&] { return Fingerprint(CollectiveCall::kBroadcast, buffer.dtype, buffer.count).with_root(o.src); },
         [this, buffer, src = o.src](const OpContext& c) {
           return state_->backend_->broadcast(buffer, src, c);
         });
@@ -146,13 +148,13 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Buffer& buffer, const Broadc
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllReduceOptions& o) {
-  return collective("all_reduce", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kAllReduce, o, [&](std::string_view op) {
     check_buffer(op, buffer, "buffer", *state_->backend_);
     check_reduce(op, buffer, o.op);
     return call(
         shape_of(buffer),
         [&] {
-          return Fingerprint(CollectiveOp::kAllReduce, buffer.dtype, buffer.count).with_reduce_op(o.op);
+          return Fingerprint(CollectiveCall::kAllReduce, buffer.dtype, buffer.count).with_reduce_op(o.op);
         },
         [this, buffer, reduce_op = o.op](const OpContext& c) {
           return state_->backend_->all_reduce(buffer, reduce_op, c);
@@ -162,7 +164,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Buffer& buffer, const AllRe
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffer>& buffers,
                                                          const AllReduceOptions& o) {
-  return collective("all_reduce_coalesced", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kAllReduceCoalesced, o, [&](std::string_view op) {
     if (buffers.empty()) bad(op, "buffers is empty; give at least one buffer");
     for (size_t i = 0; i < buffers.size(); ++i) {
       check_buffer(op, buffers[i], "buffers", *state_->backend_, static_cast<int>(i));
@@ -181,7 +183,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffe
     return call(
         shape_of(whole),
         [whole, o] {
-          return Fingerprint(CollectiveOp::kAllReduce, whole.dtype, whole.count).with_reduce_op(o.op);
+          return Fingerprint(CollectiveCall::kAllReduce, whole.dtype, whole.count).with_reduce_op(o.op);
         },
         [this, buffers, reduce_op = o.op](const OpContext& c) {
           return state_->backend_->all_reduce_coalesced(buffers, reduce_op, c);
@@ -190,14 +192,14 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Buffe
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOptions& o) {
-  return collective("reduce", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kReduce, o, [&](std::string_view op) {
     check_buffer(op, buffer, "buffer", *state_->backend_);
     check_rank(o.dst, "reduce dst");
     check_reduce(op, buffer, o.op);
     return call(
         shape_of(buffer, o.dst),
         [&] {
-          return Fingerprint(CollectiveOp::kReduce, buffer.dtype, buffer.count)
+          return Fingerprint(CollectiveCall::kReduce, buffer.dtype, buffer.count)
               .with_root(o.dst)
               .with_reduce_op(o.op);
         },
@@ -207,7 +209,7 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Buffer& buffer, const ReduceOpt
 
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                                const AllGatherOptions& o) {
-  return collective("all_gather", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kAllGather, o, [&](std::string_view op) {
     check_buffer(op, input, "input", *state_->backend_);
     check_list(op, outputs, "outputs", size(), *state_->backend_);
     for (size_t i = 0; i < outputs.size(); ++i)
@@ -220,7 +222,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
     return call(
         shape_of(outputs, input),
         [&] {
-          return Fingerprint(CollectiveOp::kAllGather, input.dtype, input.count).with_per_rank(outputs);
+          return Fingerprint(CollectiveCall::kAllGather, input.dtype, input.count).with_per_rank(outputs);
         },
         [this, outputs, input](const OpContext& c) {
           return state_->backend_->all_gather(outputs, input, c);
@@ -230,7 +232,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Buffer>& output
 
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output, const Buffer& input,
                                                            const AllGatherOptions& o) {
-  return collective("all_gather_into_tensor", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kAllGatherIntoTensor, o, [&](std::string_view op) {
     check_buffer(op, input, "input", *state_->backend_);
     check_buffer(op, output, "output", *state_->backend_);
     check_dtype(op, input, output, "output");
@@ -245,7 +247,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
     OpShape shape = shape_of(outputs, input);
     return call(
         std::move(shape),
-        [&] { return Fingerprint(CollectiveOp::kAllGatherIntoTensor, input.dtype, input.count); },
+        [&] { return Fingerprint(CollectiveCall::kAllGatherIntoTensor, input.dtype, input.count); },
         [this, outputs = std::move(outputs), input](const OpContext& c) {
           return state_->backend_->all_gather(outputs, input, c);
         });
@@ -254,7 +256,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Buffer& output,
 
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, const Buffer& input,
                                            const GatherOptions& o) {
-  return collective("gather", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kGather, o, [&](std::string_view op) {
     check_buffer(op, input, "input", *state_->backend_);
     check_rank(o.dst, "gather dst");
     if (state_->rank_ == o.dst) {
@@ -272,7 +274,7 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
     return call(
         shape_of(outputs, input, o.dst),
         [&] {
-          return Fingerprint(CollectiveOp::kGather, input.dtype, input.count)
+          return Fingerprint(CollectiveCall::kGather, input.dtype, input.count)
               .with_root(o.dst)
               .with_per_rank(outputs);
         },
@@ -284,7 +286,7 @@ std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Buffer>& outputs, c
 
 std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                             const ScatterOptions& o) {
-  return collective("scatter", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kScatter, o, [&](std::string_view op) {
     check_buffer(op, output, "output", *state_->backend_);
     check_rank(o.src, "scatter src");
     if (state_->rank_ == o.src) {
@@ -302,7 +304,7 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
     return call(
         shape_of(output, inputs, o.src),
         [&] {
-          return Fingerprint(CollectiveOp::kScatter, output.dtype, output.count)
+          return Fingerprint(CollectiveCall::kScatter, output.dtype, output.count)
               .with_root(o.src)
               .with_per_rank(inputs);
         },
@@ -314,7 +316,7 @@ std::shared_ptr<Work> ProcessGroup::scatter(const Buffer& output, const std::vec
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const std::vector<Buffer>& inputs,
                                                    const ReduceScatterOptions& o) {
-  return collective("reduce_scatter", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kReduceScatter, o, [&](std::string_view op) {
     check_buffer(op, output, "output", *state_->backend_);
     check_list(op, inputs, "inputs", size(), *state_->backend_);
     check_reduce(op, output, o.op);
@@ -328,7 +330,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
     return call(
         shape_of(output, inputs),
         [&] {
-          return Fingerprint(CollectiveOp::kReduceScatter, output.dtype, output.count)
+          return Fingerprint(CollectiveCall::kReduceScatter, output.dtype, output.count)
               .with_per_rank(inputs)
               .with_reduce_op(o.op);
         },
@@ -340,7 +342,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Buffer& output, const s
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, const Buffer& input,
                                                           const ReduceScatterOptions& o) {
-  return collective("reduce_scatter_tensor", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kReduceScatterTensor, o, [&](std::string_view op) {
     check_buffer(op, output, "output", *state_->backend_);
     check_buffer(op, input, "input", *state_->backend_);
     check_dtype(op, output, input, "input");
@@ -357,7 +359,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
     return call(
         std::move(shape),
         [&] {
-          return Fingerprint(CollectiveOp::kReduceScatterTensor, output.dtype, output.count)
+          return Fingerprint(CollectiveCall::kReduceScatterTensor, output.dtype, output.count)
               .with_reduce_op(o.op);
         },
         [this, output, inputs = std::move(inputs), reduce_op = o.op](const OpContext& c) {
@@ -368,7 +370,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Buffer& output, 
 
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& outputs,
                                                const std::vector<Buffer>& inputs, const AllToAllOptions& o) {
-  return collective("all_to_all", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kAllToAll, o, [&](std::string_view op) {
     check_list(op, outputs, "outputs", size(), *state_->backend_);
     check_list(op, inputs, "inputs", size(), *state_->backend_);
     for (int q = 0; q < size(); ++q) {
@@ -382,7 +384,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Buffer>& output
     return call(
         shape_of(outputs, inputs),
         [&] {
-          return Fingerprint(CollectiveOp::kAllToAll, inputs[0].dtype, elements_in(inputs))
+          return Fingerprint(CollectiveCall::kAllToAll, inputs[0].dtype, elements_in(inputs))
               .with_received(elements_in(outputs));
         },
         [this, outputs, inputs](const OpContext& c) {
@@ -395,7 +397,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
                                                       const std::vector<size_t>& output_split_sizes,
                                                       const std::vector<size_t>& input_split_sizes,
                                                       const AllToAllOptions& o) {
-  return collective("all_to_all_single", o, [&](std::string_view op) {
+  return collective(CollectiveCall::kAllToAllSingle, o, [&](std::string_view op) {
     check_buffer(op, output, "output", *state_->backend_);
     check_buffer(op, input, "input", *state_->backend_);
     check_dtype(op, input, output, "output");
@@ -445,7 +447,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     }
     OpShape shape = shape_of(outputs, inputs);
     const Fingerprint fingerprint =
-        Fingerprint(CollectiveOp::kAllToAllSingle, input.dtype, input.count).with_received(output.count);
+        Fingerprint(CollectiveCall::kAllToAllSingle, input.dtype, input.count).with_received(output.count);
     return call(
         std::move(shape), [fingerprint] { return fingerprint; },
         [this, outputs = std::move(outputs), inputs = std::move(inputs)](const OpContext& c) {
@@ -455,9 +457,9 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& o) {
-  return collective("barrier", o, [&](std::string_view) {
+  return collective(CollectiveCall::kBarrier, o, [&](std::string_view) {
     return call(
-        OpShape{}, [] { return Fingerprint(CollectiveOp::kBarrier); },
+        OpShape{}, [] { return Fingerprint(CollectiveCall::kBarrier); },
         [this](const OpContext& c) { return state_->backend_->barrier(c); });
   });
 }

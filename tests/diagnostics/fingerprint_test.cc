@@ -17,7 +17,7 @@ namespace {
 using std::chrono::milliseconds;
 
 Fingerprint all_reduce_of(size_t n, ReduceOp op = ReduceOp::SUM) {
-  return Fingerprint(CollectiveOp::kAllReduce, DType::kFloat32, n).with_reduce_op(op);
+  return Fingerprint(CollectiveCall::kAllReduce, DType::kFloat32, n).with_reduce_op(op);
 }
 
 std::vector<Buffer> counts(std::vector<size_t> n) {
@@ -28,18 +28,18 @@ std::vector<Buffer> counts(std::vector<size_t> n) {
 
 TEST(FingerprintTest, DescribesEachCallAsTheUserWroteIt) {
   EXPECT_EQ(describe(all_reduce_of(1024)), "all_reduce(float32, 1024 elements, SUM)");
-  EXPECT_EQ(describe(Fingerprint(CollectiveOp::kBroadcast, DType::kInt64, 1).with_root(2)),
+  EXPECT_EQ(describe(Fingerprint(CollectiveCall::kBroadcast, DType::kInt64, 1).with_root(2)),
             "broadcast(int64, 1 element, root 2)");
-  EXPECT_EQ(describe(Fingerprint(CollectiveOp::kReduce, DType::kBFloat16, 3)
+  EXPECT_EQ(describe(Fingerprint(CollectiveCall::kReduce, DType::kBFloat16, 3)
                          .with_root(0)
                          .with_reduce_op(ReduceOp::premul_sum(0.5))),
             "reduce(bfloat16, 3 elements, root 0, PREMUL_SUM)");
   EXPECT_EQ(
-      describe(Fingerprint(CollectiveOp::kAllGather, DType::kUInt8, 2).with_per_rank(counts({2, 2, 2}))),
+      describe(Fingerprint(CollectiveCall::kAllGather, DType::kUInt8, 2).with_per_rank(counts({2, 2, 2}))),
       "all_gather(uint8, 2 elements, 6 in all)");
-  EXPECT_EQ(describe(Fingerprint(CollectiveOp::kAllToAllSingle, DType::kFloat32, 8).with_received(6)),
+  EXPECT_EQ(describe(Fingerprint(CollectiveCall::kAllToAllSingle, DType::kFloat32, 8).with_received(6)),
             "all_to_all_single(float32, 8 elements out, 6 in)");
-  EXPECT_EQ(describe(Fingerprint(CollectiveOp::kBarrier)), "barrier()");
+  EXPECT_EQ(describe(Fingerprint(CollectiveCall::kBarrier)), "barrier()");
 }
 
 TEST(FingerprintTest, RanksThatAgreeAgree) {
@@ -52,9 +52,9 @@ TEST(FingerprintTest, RanksThatAgreeAgree) {
 TEST(FingerprintTest, GatherRootExpectingOtherCountsThanTheRanksPassDisagrees) {
   // Uneven gathers are fine when the root expects what each rank passes.
   std::vector<Fingerprint> all = {
-      Fingerprint(CollectiveOp::kGather, DType::kFloat32, 1).with_root(0).with_per_rank(counts({1, 2, 3})),
-      Fingerprint(CollectiveOp::kGather, DType::kFloat32, 2).with_root(0),
-      Fingerprint(CollectiveOp::kGather, DType::kFloat32, 3).with_root(0)};
+      Fingerprint(CollectiveCall::kGather, DType::kFloat32, 1).with_root(0).with_per_rank(counts({1, 2, 3})),
+      Fingerprint(CollectiveCall::kGather, DType::kFloat32, 2).with_root(0),
+      Fingerprint(CollectiveCall::kGather, DType::kFloat32, 3).with_root(0)};
   EXPECT_TRUE(fingerprints_agree(all.data(), 3));
   all[2].count = 4;
   EXPECT_FALSE(fingerprints_agree(all.data(), 3));
@@ -66,8 +66,8 @@ TEST(FingerprintTest, GatherRootExpectingOtherCountsThanTheRanksPassDisagrees) {
 }
 
 TEST(FingerprintTest, AllToAllThatSendsMoreThanTheRanksReceiveDisagrees) {
-  std::vector<Fingerprint> all = {Fingerprint(CollectiveOp::kAllToAll, DType::kInt32, 3).with_received(2),
-                                  Fingerprint(CollectiveOp::kAllToAll, DType::kInt32, 2).with_received(3)};
+  std::vector<Fingerprint> all = {Fingerprint(CollectiveCall::kAllToAll, DType::kInt32, 3).with_received(2),
+                                  Fingerprint(CollectiveCall::kAllToAll, DType::kInt32, 2).with_received(3)};
   EXPECT_TRUE(fingerprints_agree(all.data(), 2));
   all[1].count = 3;
   EXPECT_FALSE(fingerprints_agree(all.data(), 2));
@@ -77,8 +77,8 @@ TEST(FingerprintTest, CallsThatReadAlikeButDifferAreToldApart) {
   // Same totals, per-rank counts in another order: rank 1 gives 2, but rank
   // 0 expects 1 from it.
   std::vector<Fingerprint> all = {
-      Fingerprint(CollectiveOp::kAllGather, DType::kFloat32, 2).with_per_rank(counts({2, 1})),
-      Fingerprint(CollectiveOp::kAllGather, DType::kFloat32, 2).with_per_rank(counts({2, 2}))};
+      Fingerprint(CollectiveCall::kAllGather, DType::kFloat32, 2).with_per_rank(counts({2, 1})),
+      Fingerprint(CollectiveCall::kAllGather, DType::kFloat32, 2).with_per_rank(counts({2, 2}))};
   all[1].total = 3;  // what a bad build would send; reads like rank 0's
   ASSERT_EQ(describe(all[0]), describe(all[1]));
   EXPECT_FALSE(fingerprints_agree(all.data(), 2));

@@ -2,6 +2,9 @@
 // collectives), the recorder's newest(), and the metrics endpoint's text.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "diagnostics/flight_recorder.h"
 #include "diagnostics/metrics_server.h"
 #include "diagnostics/straggler_stats.h"
@@ -40,6 +43,25 @@ TEST(StragglerStats, RootedCollectivesAndOtherSizesAreNotCounted) {
   EXPECT_EQ(stats.straggler(), -1);
   EXPECT_TRUE(leaves_together("barrier"));
   EXPECT_FALSE(leaves_together("gather"));
+}
+
+// FSDP's all_gather_into_tensor and reduce_scatter_tensor, DDP's
+// coalesced all_reduce and all_to_all_single are counted with their
+// families, as the flight recorder names them.
+TEST(StragglerStats, TheTensorAndCoalescedFormsCountWithTheirFamilies) {
+  StragglerStats stats(2);
+  stats.add({5 * kMs, 1 * kMs}, "all_gather_into_tensor", 4096);
+  stats.add({5 * kMs, 1 * kMs}, "reduce_scatter_tensor", 4096);
+  stats.add({5 * kMs, 1 * kMs}, "all_reduce_coalesced", 4096);
+  stats.add({5 * kMs, 1 * kMs}, "all_to_all_single", 4096);
+  stats.add({5 * kMs, 1 * kMs}, "send", 4096);
+  EXPECT_EQ(stats.collectives(), 4u);
+  EXPECT_EQ(stats.rank(1).times_last, 4u);
+  std::set<std::string> ops;
+  for (const StragglerStats::OpView& o : stats.ops()) ops.insert(o.op);
+  EXPECT_EQ(ops, (std::set<std::string>{"all_gather", "reduce_scatter", "all_reduce", "all_to_all"}));
+  EXPECT_TRUE(leaves_together("all_gather_into_tensor"));
+  EXPECT_FALSE(leaves_together("recv"));
 }
 
 TEST(StragglerStats, BeingLastByLessThanAMillisecondOrHalfTheTimeNamesNobody) {
