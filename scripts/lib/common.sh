@@ -84,12 +84,18 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# build_cohort configures (once) and builds build/ with warnings as errors.
+# build_cohort configures (once) and builds build/ with warnings as errors,
+# in unity files of up to 16 sources: a fresh build takes 12 minutes here
+# instead of 17 (each header and template compiled once a unit). After
+# editing one file its unit recompiles; a tree for that kind of work:
+# `cmake -DCMAKE_UNITY_BUILD=OFF build` (libcohort_torch keeps its own
+# groups: COHORT_TORCH_UNITY).
 build_cohort() {
   local dir="$COHORT_ROOT/build"
   if [ ! -f "$dir/build.ninja" ]; then
     cmake -S "$COHORT_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCOHORT_WARNINGS_AS_ERRORS=ON -DCOHORT_PYTHON="$COHORT_PYTHON" >"$dir.configure.log" 2>&1 || {
+      -DCOHORT_WARNINGS_AS_ERRORS=ON -DCOHORT_PYTHON="$COHORT_PYTHON" \
+      -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >"$dir.configure.log" 2>&1 || {
       cat "$dir.configure.log" >&2
       return 1
     }
