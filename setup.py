@@ -46,14 +46,20 @@ class CMakeBuild(build_ext):
                 "-DCOHORT_BUILD_BENCH=OFF",
             ])
         jobs = os.environ.get("COHORT_JOBS", str(os.cpu_count() or 1))
-        subprocess.check_call(["cmake", "--build", build, "--target", "cohort_torch_python", "-j", jobs])
+        subprocess.check_call(
+            ["cmake", "--build", build, "--target", "cohort_torch_python", "cohort_backend_modules", "-j", jobs]
+        )
         package = os.path.dirname(self.get_ext_fullpath(ext.name))
         os.makedirs(package, exist_ok=True)
         built = glob.glob(os.path.join(build, "python", "cohort_torch", "_C*.so"))
         libraries = [os.path.join(build, "src", name) for name in ("libcohort.so.0", "libcohort_torch.so.0")]
         if len(built) != 1 or not all(os.path.exists(p) for p in libraries):
             sys.exit(f"cohort: the CMake build in {build} did not produce _C, libcohort.so.0 and libcohort_torch.so.0")
-        for path in built + libraries:
+        # The MPI and NCCL backends' modules, where this build has them:
+        # libcohort loads them from its own folder (src/process_group/backend_module.h).
+        modules = sorted(glob.glob(os.path.join(build, "src", "libcohort_mpi.so")) +
+                         glob.glob(os.path.join(build, "src", "libcohort_nccl.so")))
+        for path in built + libraries + modules:
             shutil.copy2(os.path.realpath(path), os.path.join(package, os.path.basename(path)))
         # The COHORT_AS_GLOO hook (python/cohort_torch/as_gloo.py) goes to
         # site-packages itself, where Python reads .pth files at start.

@@ -1,4 +1,5 @@
-// hmac.h: the few cryptographic primitives authentication needs (OpenSSL).
+// hmac.h: the few cryptographic primitives authentication needs: HMAC from
+// OpenSSL, nonces from the kernel.
 #pragma once
 
 #include <array>

@@ -5,10 +5,12 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "common/logging.h"
@@ -61,12 +63,26 @@ Result<ShmSegment> ShmSegment::create(size_t bytes) {
   s.name_ = "/" + own_prefix() + std::to_string(::getpid()) + "." + std::to_string(serial++);
   int fd = ::shm_open(s.name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return shm_error("creating", s.name_);
-  // Reserve the pages now: a /dev/shm too small for the segment is an
-  // error here (and the host falls back to TCP), not a SIGBUS later.
-  const int reserved = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (reserved != 0) errno = reserved;
-  if (reserved != 0) {
-    Status st = shm_error("reserving " + std::to_string(bytes) + " bytes for", s.name_);
+  // The pages come on first touch, as Open MPI's segments do; most of a
+  // ring is never written by a job of small messages. Reserving them all
+  // now (posix_fallocate, as NCCL does) zeroed the whole segment at every
+  // group's creation and freed it at its end: 80 of the 107 ms sixteen
+  // ranks took to join here (bench/join_bench.sh). What is kept of the
+  // reservation is the check: a /dev/shm without room for the segment is
+  // an error now (and the host falls back to TCP), so only a /dev/shm
+  // filled by someone else meanwhile can still end in a SIGBUS.
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    Status st = shm_error("sizing", s.name_);
+    ::close(fd);
+    ::shm_unlink(s.name_.c_str());
+    return st;
+  }
+  struct statvfs room {};
+  if (::fstatvfs(fd, &room) == 0 && static_cast<uint64_t>(room.f_bavail) * room.f_frsize < bytes) {
+    Status st(StatusCode::kBackendError,
+              "shared-memory segment /dev/shm" + s.name_ + " needs " + std::to_string(bytes) +
+                  " bytes, but /dev/shm has " + std::to_string(uint64_t{room.f_bavail} * room.f_frsize) +
+                  " free (make it larger, or set COHORT_SHM_RING_BYTES lower)");
     ::close(fd);
     ::shm_unlink(s.name_.c_str());
     return st;

@@ -123,6 +123,37 @@ TEST_P(StoreConformance, WaitReturnsOnceEveryKeyIsSet) {
   setter.join();
 }
 
+// A key set and deleted again while a reader waits counts as missing: the
+// reader is answered only once every key exists at the same time, with
+// the values then.
+TEST_P(StoreConformance, AKeyDeletedWhileAReaderWaitsIsWaitedForAgain) {
+  auto other = harness_->client();
+  std::vector<Bytes> got;
+  std::thread reader([&] { got = other->multi_get({"d1", "d2"}); });
+  std::this_thread::sleep_for(milliseconds(100));  // parked by now, most likely
+  store_->set("d1", to_bytes("first"));
+  EXPECT_TRUE(store_->delete_key("d1"));
+  store_->set("d2", to_bytes("2"));
+  std::this_thread::sleep_for(milliseconds(100));
+  store_->set("d1", to_bytes("again"));
+  reader.join();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(to_string(got[0]), "again");
+  EXPECT_EQ(to_string(got[1]), "2");
+}
+
+TEST_P(StoreConformance, AWaitNamingAKeyTwiceReturnsOnceItIsSet) {
+  auto other = harness_->client();
+  std::thread setter([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    other->set("dup", to_bytes("1"));
+    other->set("other-dup", to_bytes("2"));
+  });
+  store_->wait({"dup", "other-dup", "dup"}, milliseconds(10000));
+  EXPECT_TRUE(store_->check({"dup", "other-dup"}));
+  setter.join();
+}
+
 TEST_P(StoreConformance, WaitTimeoutNamesOnlyTheMissingKeys) {
   store_->set("present", to_bytes("1"));
   try {

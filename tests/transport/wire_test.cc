@@ -152,7 +152,8 @@ TEST_P(WireOver, MessagesOfEverySizeArriveWholeAndInOrder) {
       EXPECT_EQ(got[i].id, i);
       EXPECT_EQ(got[i].from, 1 - r);
       EXPECT_EQ(got[i].head, "head " + std::to_string(i));
-      EXPECT_EQ(got[i].body, *shared_pattern(sizes[i], static_cast<uint8_t>(1 - r))) << "message " << i << " at rank " << r;
+      EXPECT_EQ(got[i].body, *shared_pattern(sizes[i], static_cast<uint8_t>(1 - r)))
+          << "message " << i << " at rank " << r;
     }
   }
 }
@@ -192,7 +193,8 @@ TEST_P(WireOver, ThreadsThatTurnTheWireLoseNothing) {
   }
   std::thread sender([&] {
     for (int i = 0; i < kMessages; ++i) {
-      EXPECT_TRUE(w.wires[0]->send(1, message(static_cast<uint64_t>(i), "m", shared_pattern(i % 7 == 0 ? 70000 : 16, 1))).ok());
+      const size_t bytes = i % 7 == 0 ? 70000 : 16;
+      EXPECT_TRUE(w.wires[0]->send(1, message(static_cast<uint64_t>(i), "m", shared_pattern(bytes, 1))).ok());
     }
   });
   sender.join();

@@ -7,7 +7,7 @@
 
 #include "common/config_registry.h"
 #include "common/logging.h"
-#include "process_group/backend_factory.h"
+#include "process_group/backend_module.h"
 #include "process_group/mpi/mpi_runtime.h"
 #include "reduce/reduce.h"
 
@@ -529,8 +529,11 @@ void MpiBackend::progress(Deadline until) {
   }
 }
 
-// The factories of backend_factory.h, for a build with MPI.
-Status mpi_world(int* rank, int* size) {
+// The module's entry (backend_module.h): libcohort loads this file's
+// library the first time a group asks for MPI.
+namespace {
+
+Status world_of_this_process(int* rank, int* size) {
   Status st = mpi::ensure_initialized();
   if (!st.ok()) return st;
   *rank = mpi::world_rank();
@@ -538,10 +541,21 @@ Status mpi_world(int* rank, int* size) {
   return st;
 }
 
-Result<std::unique_ptr<Backend>> make_mpi_backend(const std::vector<int>& world_ranks, int tag) {
+Result<std::unique_ptr<Backend>> make_backend(const std::vector<int>& world_ranks, int tag) {
   auto backend = MpiBackend::create(world_ranks, tag);
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<Backend>(std::move(backend.value()));
 }
 
+}  // namespace
 }  // namespace cohort
+
+extern "C" const cohort::BackendModule* cohort_mpi_module() {
+  static const cohort::BackendModule table = [] {
+    cohort::BackendModule t;
+    t.mpi_world = cohort::world_of_this_process;
+    t.make_mpi_backend = cohort::make_backend;
+    return t;
+  }();
+  return &table;
+}

@@ -10,7 +10,7 @@
 
 #include "cohort/errors.h"
 #include "common/elements.h"
-#include "process_group/backend_factory.h"
+#include "process_group/backend_module.h"
 
 namespace cohort {
 namespace {
@@ -423,11 +423,24 @@ Status NcclBackend::barrier(const OpContext& op) {
   return nccl_ok(r) ? state_->wait(op, "ncclAllReduce (barrier)") : nccl_failed(r, "ncclAllReduce", *op.what);
 }
 
-// The factory of backend_factory.h, for a build with NCCL.
-Result<std::unique_ptr<Backend>> make_nccl_backend(std::shared_ptr<Store> store, int rank, int size,
-                                                   std::chrono::milliseconds, const std::string& name) {
+// The module's entry (backend_module.h): libcohort loads this file's
+// library the first time a group asks for NCCL.
+namespace {
+
+Result<std::unique_ptr<Backend>> make_backend(std::shared_ptr<Store> store, int rank, int size,
+                                              std::chrono::milliseconds, const std::string& name) {
   if (!store) return Status(StatusCode::kBackendError, "the nccl backend needs a store to bootstrap");
   return std::unique_ptr<Backend>(std::make_unique<NcclBackend>(std::move(store), rank, size, name));
 }
 
+}  // namespace
 }  // namespace cohort
+
+extern "C" const cohort::BackendModule* cohort_nccl_module() {
+  static const cohort::BackendModule table = [] {
+    cohort::BackendModule t;
+    t.make_nccl_backend = cohort::make_backend;
+    return t;
+  }();
+  return &table;
+}
