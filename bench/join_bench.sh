@@ -14,7 +14,9 @@
 #   bench/join_bench.sh [BUILD_DIR] [RUNS] [RANKS...]    (default: build 3 16 64 128)
 #
 # COHORT_PYTHON names the Python with torch (python3). Gloo's workers at
-# 128 ranks need about 10 GiB of memory and minutes to import torch.
+# 128 ranks need about 10 GiB of memory and minutes to import torch;
+# JOIN_BENCH_GLOO=off leaves Gloo out (its columns print "-"), for cohort's
+# columns alone on a machine that no torch processes have just left.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}" runs="${2:-3}"
@@ -26,7 +28,11 @@ cohortrun="$build/tools/cohortrun"
 for f in "$cohortrun" "$build/bench/join_cohort" "$build/bench/launch_cohort"; do
   [ -x "$f" ] || { echo "missing $f (build it first)" >&2; exit 1; }
 done
-$python -c "import torch.distributed" 2>/dev/null || { echo "Gloo needs torch in $python (pip install torch==2.13.0)" >&2; exit 1; }
+with_gloo="${JOIN_BENCH_GLOO:-on}"
+if [ "$with_gloo" != off ]; then
+  $python -c "import torch.distributed" 2>/dev/null ||
+    { echo "Gloo needs torch in $python (pip install torch==2.13.0)" >&2; exit 1; }
+fi
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 
@@ -81,13 +87,21 @@ echo "|---:|---:|---:|---:|---:|---:|"
 for n in "${ranks[@]}"; do
   c=() o=() g=() w=()
   for _ in $(seq 1 "$runs"); do
+    # cohort's three first: the memory that P torch processes give back
+    # as they exit is still being freed for a while after.
     c+=("$(released "$n" "$cohortrun" --standalone --nproc-per-node "$n" "$build/bench/join_cohort")")
     o+=("$(COHORT_SHM=off released "$n" "$cohortrun" --standalone --nproc-per-node "$n" "$build/bench/join_cohort")")
+    w+=("$(whole "$n")")
+    [ "$with_gloo" = off ] && continue
     g+=("$(JOIN_STORE_PORT="$(free_port)" OMP_NUM_THREADS=1 released "$n" "$cohortrun" --standalone \
       --nproc-per-node "$n" "$python" "$root/bench/join/join_gloo.py")")
-    w+=("$(whole "$n")")
+    sleep 2
   done
   cm=$(printf '%s\n' "${c[@]}" | median) om=$(printf '%s\n' "${o[@]}" | median)
-  gm=$(printf '%s\n' "${g[@]}" | median) wm=$(printf '%s\n' "${w[@]}" | median)
-  echo "| $n | $cm | $om | $gm | $(awk -v a="$cm" -v b="$gm" 'BEGIN {printf "%.2f", a / b}') | $wm |"
+  wm=$(printf '%s\n' "${w[@]}" | median) gm="-" vs="-"
+  if [ "$with_gloo" != off ]; then
+    gm=$(printf '%s\n' "${g[@]}" | median)
+    vs=$(awk -v a="$cm" -v b="$gm" 'BEGIN {printf "%.2f", a / b}')
+  fi
+  echo "| $n | $cm | $om | $gm | $vs | $wm |"
 done

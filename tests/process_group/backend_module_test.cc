@@ -17,9 +17,9 @@ namespace cohort::testing {
 namespace {
 
 #ifdef COHORT_TEST_HAVE_NCCL
-constexpr bool kNcclBuilt = true;
+constexpr bool kWithNcclModule = true;
 #else
-constexpr bool kNcclBuilt = false;
+constexpr bool kWithNcclModule = false;
 #endif
 
 struct ProbeRun {
@@ -43,7 +43,7 @@ TEST(BackendModules, ACohortGroupMapsNoneOfMpisOrNcclsLibraries) {
 }
 
 TEST(BackendModules, AGroupWithNcclLoadsNcclsModuleAndLibraryThenAndOnlyThen) {
-  if (!kNcclBuilt) GTEST_SKIP() << "cohort is built without NCCL";
+  if (!kWithNcclModule) GTEST_SKIP() << "cohort is built without NCCL";
   // The NCCL communicator waits for the first CUDA buffer, so this group
   // is made (and its backend loaded) on a machine without a GPU too.
   const ProbeRun run = probe("cpu:cohort,cuda:nccl");
@@ -58,7 +58,7 @@ TEST(BackendModules, AGroupWithNcclLoadsNcclsModuleAndLibraryThenAndOnlyThen) {
 }
 
 TEST(BackendModules, AMissingModuleIsNamedWithWhyItCouldNotLoad) {
-  if (!kNcclBuilt) GTEST_SKIP() << "cohort is built without NCCL";
+  if (!kWithNcclModule) GTEST_SKIP() << "cohort is built without NCCL";
   // libcohort alone in a folder of its own: the probe loads it from there
   // (LD_LIBRARY_PATH comes before the probe's RUNPATH) and looks for the
   // module beside it.
