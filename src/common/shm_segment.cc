@@ -27,6 +27,40 @@ std::string own_prefix() {
   return "cohort." + std::to_string(::getuid()) + "." + std::to_string(pidns) + ".";
 }
 
+// promised_bytes is what the files in /dev/shm may still take: the part
+// of each that is sized but not yet written (holes of sparse segments,
+// this process's and other jobs' alike; a file reserved in full adds
+// nothing, its pages already count as used).
+uint64_t promised_bytes() {
+  uint64_t promised = 0;
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return 0;
+  while (dirent* e = ::readdir(dir)) {
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    const uint64_t held = static_cast<uint64_t>(st.st_blocks) * 512;
+    if (size > held) promised += size - held;
+  }
+  ::closedir(dir);
+  return promised;
+}
+
+// room_problem says why /dev/shm cannot hold a new segment of `bytes`
+// (already sized, so among the promised bytes), or "" when it can. A
+// tmpfs without a size limit (size=0) reports no blocks at all: no limit
+// to check.
+std::string room_problem(int fd, size_t bytes) {
+  struct statvfs room {};
+  if (::fstatvfs(fd, &room) != 0 || room.f_blocks == 0) return "";
+  const uint64_t free_bytes = static_cast<uint64_t>(room.f_bavail) * room.f_frsize;
+  const uint64_t promised = promised_bytes();
+  if (promised <= free_bytes) return "";
+  return "needs " + std::to_string(bytes) + " bytes, but /dev/shm has " + std::to_string(free_bytes) +
+         " free and its segments, this one included, may still take " + std::to_string(promised) +
+         " (make /dev/shm larger, or set COHORT_SHM_RING_BYTES lower)";
+}
+
 Status shm_error(const std::string& what, const std::string& name) {
   return Status(StatusCode::kBackendError,
                 what + " shared-memory segment /dev/shm" + name + " failed: " + std::strerror(errno));
@@ -68,21 +102,20 @@ Result<ShmSegment> ShmSegment::create(size_t bytes) {
   // now (posix_fallocate, as NCCL does) zeroed the whole segment at every
   // group's creation and freed it at its end: 80 of the 107 ms sixteen
   // ranks took to join here (bench/join_bench.sh). What is kept of the
-  // reservation is the check: a /dev/shm without room for the segment is
-  // an error now (and the host falls back to TCP), so only a /dev/shm
-  // filled by someone else meanwhile can still end in a SIGBUS.
+  // reservation is its check: the segment must fit in /dev/shm beside
+  // what the segments already there may still take (every group's arena
+  // and block, unwritten), or it is an error now and the host falls back
+  // to TCP. Only segments made at the same moment, or a /dev/shm filled
+  // by other writers later, can still end in a SIGBUS.
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     Status st = shm_error("sizing", s.name_);
     ::close(fd);
     ::shm_unlink(s.name_.c_str());
     return st;
   }
-  struct statvfs room {};
-  if (::fstatvfs(fd, &room) == 0 && static_cast<uint64_t>(room.f_bavail) * room.f_frsize < bytes) {
-    Status st(StatusCode::kBackendError,
-              "shared-memory segment /dev/shm" + s.name_ + " needs " + std::to_string(bytes) +
-                  " bytes, but /dev/shm has " + std::to_string(uint64_t{room.f_bavail} * room.f_frsize) +
-                  " free (make it larger, or set COHORT_SHM_RING_BYTES lower)");
+  const std::string no_room = room_problem(fd, bytes);
+  if (!no_room.empty()) {
+    Status st(StatusCode::kBackendError, "shared-memory segment /dev/shm" + s.name_ + " " + no_room);
     ::close(fd);
     ::shm_unlink(s.name_.c_str());
     return st;

@@ -1,6 +1,7 @@
 // Shared-memory segments (common/shm_segment.h): a new one takes its pages
 // on first touch, not all at its creation, and one larger than /dev/shm's
-// room is refused at once, naming both, with nothing left behind.
+// room, counting what the segments already there may still take, is
+// refused at once, naming both, with nothing left behind.
 #include "common/shm_segment.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,24 @@ TEST(ShmSegment, ASegmentLargerThanDevShmsRoomIsRefusedNamingBoth) {
   ASSERT_NE(at, std::string::npos) << message;
   const std::string name = message.substr(at + 8, message.find(' ', at) - at - 8);
   EXPECT_FALSE(listed(name)) << name << " was left behind";
+}
+
+// Two segments that each fit but not together: the second is refused, as
+// it was when every page was reserved, rather than both made and a SIGBUS
+// later when the rings fill.
+TEST(ShmSegment, ASegmentThatFitsOnlyWithoutTheUnwrittenPagesOfAnotherIsRefused) {
+  struct statvfs room {};
+  ASSERT_EQ(::statvfs("/dev/shm", &room), 0);
+  if (room.f_blocks == 0) GTEST_SKIP() << "/dev/shm has no size limit";
+  const uint64_t free_bytes = uint64_t{room.f_bavail} * room.f_frsize;
+  const size_t each = static_cast<size_t>(free_bytes / 10 * 6);  // 60% of what is free
+  auto first = ShmSegment::create(each);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto second = ShmSegment::create(each);
+  ASSERT_FALSE(second.ok()) << "two segments of " << each << " bytes were made in a /dev/shm with " << free_bytes
+                            << " free";
+  EXPECT_NE(second.status().message().find("may still take"), std::string::npos) << second.status().message();
+  first.value().unlink();
 }
 
 }  // namespace
