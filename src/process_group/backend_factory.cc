@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -48,7 +49,11 @@ std::string module_path(const std::string& backend) {
   Dl_info info{};
   std::string folder = ".";
   if (dladdr(reinterpret_cast<void*>(&mpi_built), &info) != 0 && info.dli_fname) {
-    const std::string self = info.dli_fname;
+    // Made absolute: a libcohort loaded by a relative path would otherwise
+    // be looked beside from whatever the working folder is by then.
+    char* absolute = ::realpath(info.dli_fname, nullptr);
+    const std::string self = absolute ? absolute : info.dli_fname;
+    std::free(absolute);
     const size_t slash = self.rfind('/');
     if (slash != std::string::npos) folder = self.substr(0, slash);
   }
@@ -81,6 +86,7 @@ Result<const BackendModule*> load_module(const std::string& backend, LoadedModul
     auto find = reinterpret_cast<Entry>(::dlsym(handle, entry));
     const BackendModule* table = find ? find() : nullptr;
     if (!table || table->abi != kBackendModuleAbi) {
+      ::dlclose(handle);
       slot.failure = Status(StatusCode::kBackendError,
                             "backend '" + backend + "': " + path +
                                 " is not a module of this cohort build (its entry " + entry +
