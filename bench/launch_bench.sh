@@ -31,7 +31,7 @@ ms() {
   t1=$(date +%s%N)
   echo $(((t1 - t0) / 1000000))
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : int((a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/median.sh"
 
 torchrun() {
   env OMP_NUM_THREADS=1 "$python" -m torch.distributed.run --standalone --nproc_per_node "$1" --no_python "$gloo_prog"

@@ -191,8 +191,9 @@ inline constexpr KnobSpec kTcpBufferBytes{
 
 inline constexpr KnobSpec kTcpConnect{
     "COHORT_TCP_CONNECT", KnobType::kChoice, "eager",
-    "When process groups connect their ranks: eager (all pairs while joining) or lazy (a pair on "
-    "its first message; fewer connections for sparse traffic).",
+    "When process groups connect their ranks over TCP: eager (every pair on different hosts while "
+    "joining) or lazy (a pair on its first message; fewer connections for sparse traffic). Ranks "
+    "that share a host's memory never connect.",
     "eager|lazy"};
 
 inline constexpr KnobSpec kFileStoreCompactBytes{

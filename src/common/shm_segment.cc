@@ -27,22 +27,28 @@ std::string own_prefix() {
   return "cohort." + std::to_string(::getuid()) + "." + std::to_string(pidns) + ".";
 }
 
+// each_entry calls `visit(dir, entry)` for every entry of /dev/shm.
+template <class Visit>
+void each_entry(Visit visit) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return;
+  while (dirent* e = ::readdir(dir)) visit(dir, e);
+  ::closedir(dir);
+}
+
 // promised_bytes is what the files in /dev/shm may still take: the part
 // of each that is sized but not yet written (holes of sparse segments,
 // this process's and other jobs' alike; a file reserved in full adds
 // nothing, its pages already count as used).
 uint64_t promised_bytes() {
   uint64_t promised = 0;
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return 0;
-  while (dirent* e = ::readdir(dir)) {
+  each_entry([&](DIR* dir, const dirent* e) {
     struct stat st {};
-    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     const uint64_t held = static_cast<uint64_t>(st.st_blocks) * 512;
     if (size > held) promised += size - held;
-  }
-  ::closedir(dir);
+  });
   return promised;
 }
 
@@ -73,9 +79,10 @@ ShmSegment::~ShmSegment() {
 }
 
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept
-    : data_(other.data_), size_(other.size_), name_(std::move(other.name_)) {
+    : data_(other.data_), size_(other.size_), name_(std::move(other.name_)), linked_(other.linked_) {
   other.data_ = nullptr;
   other.size_ = 0;
+  other.linked_ = false;
 }
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
@@ -84,8 +91,10 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
     data_ = other.data_;
     size_ = other.size_;
     name_ = std::move(other.name_);
+    linked_ = other.linked_;
     other.data_ = nullptr;
     other.size_ = 0;
+    other.linked_ = false;
   }
   return *this;
 }
@@ -129,6 +138,7 @@ Result<ShmSegment> ShmSegment::create(size_t bytes) {
   }
   s.data_ = p;
   s.size_ = bytes;
+  s.linked_ = true;
   return s;
 }
 
@@ -149,27 +159,25 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, size_t bytes) {
   if (p == MAP_FAILED) return shm_error("mapping", name);
   s.data_ = p;
   s.size_ = bytes;
+  s.linked_ = true;
   return s;
 }
 
 void ShmSegment::unlink() {
-  if (name_.empty()) return;
+  if (!linked_) return;
   if (::shm_unlink(name_.c_str()) != 0 && errno != ENOENT) {
     COHORT_LOG(kWarning) << "could not remove shared-memory segment /dev/shm" << name_ << ": "
                          << std::strerror(errno);
   }
-  name_.clear();
+  linked_ = false;
 }
 
 std::vector<std::string> live_segment_names() {
   std::vector<std::string> names;
   const std::string prefix = own_prefix();
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return names;
-  while (dirent* e = ::readdir(dir)) {
+  each_entry([&](DIR*, const dirent* e) {
     if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) names.emplace_back(e->d_name);
-  }
-  ::closedir(dir);
+  });
   return names;
 }
 

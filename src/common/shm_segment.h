@@ -36,6 +36,7 @@ class ShmSegment {
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  // name stays known after unlink (the arena names its doorbells by it).
   const std::string& name() const { return name_; }
   bool valid() const { return data_ != nullptr; }
 
@@ -43,14 +44,17 @@ class ShmSegment {
   void* data_ = nullptr;
   size_t size_ = 0;
   std::string name_;
+  bool linked_ = false;  // until unlink
 };
 
 // remove_stale_segments unlinks this user's segments (of this pid
-// namespace) whose creator process no longer exists; returns how many.
+// namespace) whose creator process no longer exists, and the arena
+// doorbells named after them (transport/shm/peer_signals.h) that a crash
+// during set-up left; returns how many.
 int remove_stale_segments();
 
-// live_segment_names lists this user's segment names now in /dev/shm (for
-// tests and cohort-info).
+// live_segment_names lists this user's segment names now in /dev/shm,
+// doorbells included (for tests and cohort-info).
 std::vector<std::string> live_segment_names();
 
 }  // namespace cohort

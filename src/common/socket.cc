@@ -129,6 +129,17 @@ void Socket::reset() {
   fd_ = -1;
 }
 
+void drain_wake_ups(int fd) {
+  uint8_t bytes[64];
+  for (;;) {
+    const ssize_t n = ::recv(fd, bytes, sizeof bytes, MSG_DONTWAIT);
+    if (n >= 0 || errno != EINTR) {
+      if (n > 0) continue;
+      return;
+    }
+  }
+}
+
 std::string format_address(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return (host.empty() ? std::string("*") : host) + ":" + std::to_string(port);

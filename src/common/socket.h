@@ -45,6 +45,11 @@ class Socket {
   int fd_ = -1;
 };
 
+// drain_wake_ups reads and drops every datagram waiting on socket `fd`,
+// one whose datagrams only wake (a shared-memory doorbell), so that the
+// next poll(2) sleeps until the next one comes.
+void drain_wake_ups(int fd);
+
 // format_address returns "host:port", bracketing IPv6 literals.
 std::string format_address(const std::string& host, uint16_t port);
 // split_address is its inverse: false when `address` is no "host:port"

@@ -1,6 +1,7 @@
-// connect_group.h: a group's transport, assembled: the TCP mesh
-// (tcp/connect.h), this host's shared memory for the peers that share it
-// (shm/connect.h), and the engine over their links (engine.h). The one
+// connect_group.h: a group's transport, assembled: the ranks join the TCP
+// mesh (tcp/connect.h), this host's shared memory is set up for the peers
+// that share it (shm/connect.h), TCP connects the rest, and the engine
+// runs over their links (engine.h). The one
 // place that knows both kinds of link; neither tcp/ nor shm/ includes the
 // other.
 #pragma once
@@ -47,7 +48,8 @@ Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<i
 // ranks in the job, for COHORT_SHM_RANKS_PER_HOST) to every other rank
 // through `store` (namespaced for the group), listening on `address`.
 // Shared memory between ranks of one host unless `with_shared_memory` is
-// false, COHORT_SHM is off or connections are lazy (COHORT_TCP_CONNECT).
+// false or COHORT_SHM is off; those ranks have no TCP connection between
+// them. Lazy connections (COHORT_TCP_CONNECT) are for the other hosts.
 Result<ConnectedGroup> connect_group(Store& store, int rank, const std::vector<int>& global_ranks,
                                      const std::string& address, Deadline deadline,
                                      bool with_shared_memory = true);

@@ -19,7 +19,8 @@ Engine::Engine(int rank, int size, std::vector<std::unique_ptr<Link>> links,
       host_of_(std::move(options.host_of)),
       spin_bare_(options.spin_bare),
       link_bytes_per_second_(options.link_bytes_per_second),
-      lost_(new std::atomic<bool>[static_cast<size_t>(size)]()) {
+      lost_(new std::atomic<bool>[static_cast<size_t>(size)]()),
+      doorbell_fd_(options.doorbell_fd) {
   all_user_space_ = size > 1;
   for (int q = 0; q < size; ++q) {
     peers_[q].link = std::move(links[static_cast<size_t>(q)]);

@@ -44,6 +44,11 @@ struct EngineOptions {
   // The host's network link rate in bytes a second (0: unknown), for
   // pace_by_share.
   uint64_t link_bytes_per_second = 0;
+  // doorbell_fd wakes this rank for all its user-space links at once (the
+  // shared-memory doorbell, shm/peer_signals.h); -1: none. Its bytes only
+  // wake: the engine polls it while it sleeps and drains it. The links'
+  // owner (the arena) keeps it open as long as the links live.
+  int doorbell_fd = -1;
 };
 
 class Engine : public Transport {
@@ -187,9 +192,10 @@ class Engine : public Transport {
   // serve_ready handles peer q's descriptor that poll(2) found ready.
   void serve_ready(int peer, short revents);
   // drive's steps, defined inline in progress_loop.cc (its only user).
-  // fill_poll_table fills fds_ for one turn: the links' descriptors (whose
-  // they are in fd_peer_), then the acceptor's, then wake_fd_ last; returns
-  // the index of the acceptor's first.
+  // fill_poll_table fills fds_ for one turn: the doorbell (fd_peer_ -1)
+  // and the links' descriptors (whose they are in fd_peer_), then the
+  // acceptor's, then wake_fd_ last; returns the index of the acceptor's
+  // first.
   inline size_t fill_poll_table();
   // ask_for_doorbells asks every user-space link's peer to ring before this
   // thread sleeps; true when one has bytes waiting already (do not sleep).
@@ -238,6 +244,7 @@ class Engine : public Transport {
   std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> spare_;  // capacity, buffer
   size_t spin_us_ = 0;
   int wake_fd_ = -1;               // eventfd written by wake() and interrupt()
+  int doorbell_fd_ = -1;           // EngineOptions::doorbell_fd
   Status failed_;                  // once set, every request fails with it
   uint64_t user_space_moves_ = 0;  // counts link passes that moved bytes without a system call
   // progress_loop.cc's poll(2) table and what each entry stands for,

@@ -5,8 +5,8 @@
 // from one peer, never blocking: write what fits, read what is there, and
 // say when the peer is gone. tcp/link.h carries the bytes over a socket
 // (and makes the connection on first use when the group is lazy);
-// shm/link.h through a pair of rings in this host's shared memory, with a
-// socket kept for the doorbell and for the end that tells the peer died.
+// shm/link.h through a pair of rings in this host's shared memory, with
+// no connection at all (a doorbell and a pidfd: shm/peer_signals.h).
 #pragma once
 
 #include <poll.h>
@@ -81,8 +81,8 @@ class Link {
   // for this peer.
   virtual LinkPoll poll(bool has_sends) const = 0;
   // on_ready handles what poll(2) reported that is not message data: the
-  // answer to a lazy link's hello, a shared-memory link's doorbell bytes
-  // and the end of its socket. Sets *became_ready when the link just
+  // answer to a lazy link's hello, a shared-memory peer's exit (its
+  // pidfd). Sets *became_ready when the link just
   // became ready (the engine then writes what it queued). An error ends
   // the group.
   virtual Status on_ready(short revents, bool* became_ready) {

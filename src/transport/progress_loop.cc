@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/socket.h"
 #include "common/spin.h"
 #include "transport/engine.h"
 
@@ -54,6 +55,10 @@ void Engine::serve_ready(int q, short revents) {
 [[gnu::always_inline]] inline size_t Engine::fill_poll_table() {
   fds_.clear();
   fd_peer_.clear();
+  if (doorbell_fd_ >= 0) {
+    fds_.push_back(pollfd{doorbell_fd_, POLLIN, 0});
+    fd_peer_.push_back(-1);
+  }
   for (int q = 0; q < size_; ++q) {
     const Peer& p = peers_[q];
     if (!p.link || !p.closed.ok()) continue;
@@ -95,7 +100,12 @@ void Engine::serve_ready(int q, short revents) {
 
 [[gnu::always_inline]] inline void Engine::serve_ready_fds(size_t accepting_from, size_t accepting) {
   for (size_t i = 0; i < accepting_from && failed_.ok(); ++i) {
-    if (fds_[i].revents) serve_ready(fd_peer_[i], fds_[i].revents);
+    if (!fds_[i].revents) continue;
+    if (fd_peer_[i] < 0) {
+      drain_wake_ups(fds_[i].fd);  // the turn's move_user_space_links reads what it rang for
+    } else {
+      serve_ready(fd_peer_[i], fds_[i].revents);
+    }
   }
   if (accepting && failed_.ok()) {
     became_ready_.clear();

@@ -13,6 +13,7 @@
 
 #include "common/config_registry.h"
 #include "common/logging.h"
+#include "common/socket.h"
 #include "common/spin.h"
 #include "transport/connect_group.h"
 
@@ -62,16 +63,19 @@ Result<std::unique_ptr<MessageWire>> MessageWire::connect(Store& store, int rank
     if (l.links[q]) addresses[q] = l.links[q]->address();
   }
   return std::unique_ptr<MessageWire>(new MessageWire(rank, size, std::move(l.links), std::move(l.arena),
-                                                      l.options.spin_bare, std::move(addresses)));
+                                                      l.options.spin_bare, l.options.doorbell_fd,
+                                                      std::move(addresses)));
 }
 
 MessageWire::MessageWire(int rank, int size, std::vector<std::unique_ptr<Link>> links,
-                         std::shared_ptr<shm::Arena> arena, bool spin_bare, std::vector<std::string> addresses)
+                         std::shared_ptr<shm::Arena> arena, bool spin_bare, int doorbell_fd,
+                         std::vector<std::string> addresses)
     : rank_(rank),
       size_(size),
       peers_(static_cast<size_t>(size)),
       arena_(std::move(arena)),
       spin_bare_(spin_bare),
+      doorbell_fd_(doorbell_fd),
       addresses_(std::move(addresses)),
       lost_(new std::atomic<bool>[static_cast<size_t>(size)]) {
   for (int q = 0; q < size; ++q) {
@@ -364,6 +368,10 @@ bool MessageWire::read_from(int peer, bool* moved) {
 void MessageWire::collect_fds(bool with_wake, std::vector<pollfd>& fds, std::vector<int>& fd_peer) {
   fds.clear();
   fd_peer.clear();
+  if (doorbell_fd_ >= 0) {
+    fds.push_back(pollfd{doorbell_fd_, POLLIN, 0});
+    fd_peer.push_back(-1);
+  }
   for (int q = 0; q < size_; ++q) {
     const Peer& p = peers_[q];
     if (!p.link || p.lost) continue;
@@ -392,6 +400,11 @@ void MessageWire::serve_locked(const std::vector<pollfd>& fds, const std::vector
     const short revents = fds[i].revents;
     if (!revents) continue;
     const int q = fd_peer[i];
+    if (q < 0) {
+      drain_wake_ups(fds[i].fd);  // shared memory rang: move_locked reads it
+      *moved = true;
+      continue;
+    }
     Peer& p = peers_[q];
     if (p.lost) continue;
     bool became_ready = false;

@@ -152,7 +152,7 @@ class MessageWire {
   };
 
   MessageWire(int rank, int size, std::vector<std::unique_ptr<Link>> links, std::shared_ptr<shm::Arena> arena,
-              bool spin_bare, std::vector<std::string> addresses);
+              bool spin_bare, int doorbell_fd, std::vector<std::string> addresses);
   void run();
   // run()'s steps, defined inline in wire.cc (their only user).
   // wait_out_drivers sleeps up to kDriversLookMs while other threads drive
@@ -193,6 +193,7 @@ class MessageWire {
   std::vector<Peer> peers_;
   std::shared_ptr<shm::Arena> arena_;
   bool spin_bare_;
+  int doorbell_fd_ = -1;  // shared memory's, for all its links (EngineOptions::doorbell_fd)
   std::vector<std::string> addresses_;
   WireHandler* handler_ = nullptr;
   std::thread thread_;

@@ -5,11 +5,17 @@
 #include "common/shm_segment.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace cohort {
@@ -78,6 +84,41 @@ TEST(ShmSegment, ASegmentThatFitsOnlyWithoutTheUnwrittenPagesOfAnotherIsRefused)
                             << " free";
   EXPECT_NE(second.status().message().find("may still take"), std::string::npos) << second.status().message();
   first.value().unlink();
+}
+
+// An arena's doorbell is a Unix socket named after its segment
+// (transport/shm/peer_signals.h); one that a crash during set-up left is
+// removed with the segments of creators that are gone.
+TEST(ShmSegment, ADoorbellLeftByACreatorThatIsGoneIsRemovedByTheNextSegment) {
+  auto made = ShmSegment::create(4096);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  const std::string own = made.value().name();  // "/cohort.<uid>.<pidns>.<pid>.<serial>"
+  made.value().unlink();
+  const std::string pid_and_serial = std::to_string(::getpid()) + ".";
+  const size_t at = own.rfind(pid_and_serial);
+  ASSERT_NE(at, std::string::npos) << own;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // gone, and reaped
+  const std::string name = own.substr(1, at - 1) + std::to_string(child) + ".0.bell.1";
+  const std::string path = "/dev/shm/" + name;
+  {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    ASSERT_LT(path.size(), sizeof address.sun_path);
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
+    ::close(fd);  // its name stays, as a crashed rank's would
+  }
+  ASSERT_TRUE(listed(name));
+  auto next = ShmSegment::create(4096);
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  next.value().unlink();
+  EXPECT_FALSE(listed(name)) << path << " is still there";
+  ::unlink(path.c_str());
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ for rank in 0 1; do
   grep -q "talks to rank $mate (.*) over shared memory" "$logs/shared.err.$rank" || {
     echo "rank $rank, started apart but with the same /dev/shm: expected shared memory to rank $mate:"
     cat "$logs/shared.err.$rank"; status=1; }
+  grep -q "rank $rank connected to 0 peers over TCP" "$logs/shared.err.$rank" || {
+    echo "rank $rank, sharing /dev/shm: expected no TCP connection to rank $mate:"
+    cat "$logs/shared.err.$rank"; status=1; }
   grep -q "talks to rank $mate (.*) over TCP" "$logs/own_shm.err.$rank" || {
     echo "rank $rank, with a /dev/shm of its own: expected TCP to rank $mate:"
     cat "$logs/own_shm.err.$rank"; status=1; }

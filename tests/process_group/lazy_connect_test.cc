@@ -1,6 +1,9 @@
-// COHORT_TCP_CONNECT=lazy: pairs connect on their first message. The
+// COHORT_TCP_CONNECT=lazy: pairs on different hosts connect on their
+// first message; a host's ranks share memory with no connection. The
 // collectives must not notice, and two ranks whose first messages cross
-// must end with one working connection.
+// must end with one working connection. Ranks are threads, so one host:
+// COHORT_SHM_RANKS_PER_HOST makes pretend hosts, COHORT_SHM=off a host per
+// rank.
 #include <gtest/gtest.h>
 
 #include "cohort/config.h"
@@ -12,10 +15,16 @@ namespace {
 class LazyConnect : public ::testing::Test {
  protected:
   void SetUp() override { set_config("COHORT_TCP_CONNECT", "lazy"); }
-  void TearDown() override { reset_config("COHORT_TCP_CONNECT"); }
+  void TearDown() override {
+    reset_config("COHORT_TCP_CONNECT");
+    reset_config("COHORT_SHM_RANKS_PER_HOST");
+    reset_config("COHORT_SHM");
+  }
 };
 
 TEST_F(LazyConnect, CollectivesAndPointToPointWorkUnchanged) {
+  // Hosts {0, 1}, {2, 3} and {4}: rings within, lazy TCP between.
+  set_config("COHORT_SHM_RANKS_PER_HOST", "2");
   run_ranks(5, [](ProcessGroup& g) {
     for (size_t n : {size_t{1}, size_t{5000}, size_t{300001}}) {
       std::vector<int32_t> v(n, g.rank() + 1);
@@ -39,6 +48,7 @@ TEST_F(LazyConnect, CollectivesAndPointToPointWorkUnchanged) {
 }
 
 TEST_F(LazyConnect, FirstMessagesThatCrossEndWithOneConnection) {
+  set_config("COHORT_SHM", "off");  // the two must connect over TCP
   for (int round = 0; round < 20; ++round) {
     run_ranks(2, [](ProcessGroup& g) {
       const int other = 1 - g.rank();

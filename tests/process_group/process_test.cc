@@ -25,9 +25,10 @@ struct Job {
   std::vector<int> codes;
 };
 
-// start starts `world` pg_worker ranks in `mode` and returns at once.
+// start starts `world` pg_worker ranks in `mode` and returns at once;
+// with `merge_stderr` their logs are part of their output.
 Job start(int world, const std::string& mode, const std::string& init = "env://", int victim = -1,
-          const std::vector<std::string>& extra_env = {}) {
+          const std::vector<std::string>& extra_env = {}, bool merge_stderr = false) {
   Job job;
   uint16_t port = free_port();
   for (int r = 0; r < world; ++r) {
@@ -35,14 +36,14 @@ Job start(int world, const std::string& mode, const std::string& init = "env://"
     std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
                                     "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    job.ranks.push_back(std::make_unique<Subprocess>(argv, env));
+    job.ranks.push_back(std::make_unique<Subprocess>(argv, env, merge_stderr));
   }
   return job;
 }
 
 Job launch(int world, const std::string& mode, const std::string& init, int victim = -1,
-           const std::vector<std::string>& extra_env = {}) {
-  Job job = start(world, mode, init, victim, extra_env);
+           const std::vector<std::string>& extra_env = {}, bool merge_stderr = false) {
+  Job job = start(world, mode, init, victim, extra_env, merge_stderr);
   for (int r = 0; r < world; ++r) {
     if (r == victim) continue;
     job.output.push_back(job.ranks[r]->read_all(seconds(60)));
@@ -100,6 +101,50 @@ TEST(ProcessGroupProcesses, NoSegmentIsLeftInDevShmAfterANormalRun) {
 
 // Separate processes map the symmetric segment at addresses of their own:
 // what the ranks-as-threads tests cannot tell apart from one address space.
+// The ranks of a host share memory with no TCP connection between them,
+// eager or lazy: two pretend hosts of two ranks, where each rank connects
+// over TCP to the other host's two ranks only.
+void expect_shared_memory_within_and_tcp_between(const Job& job, bool lazy) {
+  for (int r = 0; r < 4; ++r) {
+    const std::string& out = job.output[static_cast<size_t>(r)];
+    const int mate = r ^ 1;
+    for (int q = 0; q < 4; ++q) {
+      if (q == r) continue;
+      const std::string line_start = "rank " + std::to_string(r) + " talks to rank " + std::to_string(q) + " (";
+      const size_t at = out.find(line_start);
+      ASSERT_NE(at, std::string::npos) << out;
+      const std::string line = out.substr(at, out.find('\n', at) - at);
+      const bool same_host = q == mate;
+      EXPECT_NE(line.find(same_host ? "over shared memory" : "over TCP"), std::string::npos) << line;
+    }
+    if (!lazy) {
+      EXPECT_NE(out.find("rank " + std::to_string(r) + " connected to 2 peers over TCP"), std::string::npos)
+          << out;
+    }
+  }
+}
+
+TEST(ProcessGroupProcesses, AHostsRanksShareMemoryWithNoTcpConnectionBetweenThem) {
+  Job job =
+      launch(4, "allreduce", "env://", -1, {"COHORT_LOG_LEVEL=debug", "COHORT_SHM_RANKS_PER_HOST=2"}, true);
+  expect_all_ok(job);
+  expect_shared_memory_within_and_tcp_between(job, false);
+  EXPECT_TRUE(segments_of(job).empty()) << "a doorbell or segment is left: " << segments_of(job).front();
+}
+
+TEST(ProcessGroupProcesses, ALazyGroupSharesMemoryWithinAHostAndConnectsTheOthersOnFirstUse) {
+  Job job = launch(4, "allreduce", "env://", -1,
+                   {"COHORT_LOG_LEVEL=debug", "COHORT_SHM_RANKS_PER_HOST=2", "COHORT_TCP_CONNECT=lazy"}, true);
+  expect_all_ok(job);
+  expect_shared_memory_within_and_tcp_between(job, true);
+  for (int r = 0; r < 4; ++r) {
+    const std::string& out = job.output[static_cast<size_t>(r)];
+    EXPECT_EQ(out.find("connected to 2 peers over TCP"), std::string::npos) << "lazy: none while joining\n"
+                                                                            << out;
+    EXPECT_NE(out.find("shared memory within hosts"), std::string::npos) << out;
+  }
+}
+
 TEST(ProcessGroupProcesses, SymmetricMemoryIsSharedBetweenProcessesAndLeavesNoSegment) {
   Job job = launch(3, "symmetric", "env://");
   expect_all_ok(job);

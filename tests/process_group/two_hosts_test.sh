@@ -49,6 +49,12 @@ for rank in 0 1 2 3; do
     echo "rank $rank: expected shared memory to rank $mate and TCP to rank $other:"; cat "$logs/err.$rank"
     status=1
   fi
+  # The mate shares memory with no connection: only the other host's two.
+  if ! grep -q "rank $rank connected to 2 peers over TCP" "$logs/err.$rank" ||
+    grep -q "rank $rank connected to 3 peers over TCP" "$logs/err.$rank"; then
+    echo "rank $rank: expected TCP connections to the other host's 2 ranks only:"; cat "$logs/err.$rank"
+    status=1
+  fi
   if ! grep -q "rank $rank: 2 hosts, shared memory within hosts; all_reduce is hierarchical" "$logs/err.$rank"; then
     echo "rank $rank did not run all_reduce hierarchically:"; cat "$logs/err.$rank"; status=1
   fi

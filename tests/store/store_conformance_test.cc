@@ -2,6 +2,7 @@
 // every store cohort has.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <climits>
 #include <thread>
 
@@ -139,6 +140,31 @@ TEST_P(StoreConformance, AKeyDeletedWhileAReaderWaitsIsWaitedForAgain) {
   reader.join();
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(to_string(got[0]), "again");
+  EXPECT_EQ(to_string(got[1]), "2");
+}
+
+// A compare_set that fails on a missing key sets nothing: a reader
+// waiting for that key stays parked, and is answered by the set that
+// follows, with that value; one that succeeds on a missing key (empty
+// expected) answers the reader like a set.
+TEST_P(StoreConformance, AFailedCompareSetOnAMissingKeyDoesNotWakeItsReader) {
+  auto other = harness_->client();
+  std::vector<Bytes> got;
+  std::atomic<bool> answered{false};
+  std::thread reader([&] {
+    got = other->multi_get({"c1", "c2"});
+    answered = true;
+  });
+  std::this_thread::sleep_for(milliseconds(100));  // parked by now, most likely
+  EXPECT_EQ(to_string(store_->compare_set("c1", to_bytes("x"), to_bytes("never"))), "x");
+  EXPECT_FALSE(store_->check({"c1"}));
+  store_->set("c2", to_bytes("2"));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_FALSE(answered.load()) << "answered while c1 was still missing";
+  EXPECT_EQ(to_string(store_->compare_set("c1", {}, to_bytes("made"))), "made");
+  reader.join();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(to_string(got[0]), "made");
   EXPECT_EQ(to_string(got[1]), "2");
 }
 

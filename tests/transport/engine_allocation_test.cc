@@ -65,10 +65,13 @@ Deadline allocation_deadline() {
   return Deadline::after(std::chrono::milliseconds(20000));
 }
 
-std::unique_ptr<Engine> engine_over(int rank, std::unique_ptr<Link> link) {
+// `doorbell_fd` is a shared-memory rank's doorbell (EngineOptions).
+std::unique_ptr<Engine> engine_over(int rank, std::unique_ptr<Link> link, int doorbell_fd = -1) {
   std::vector<std::unique_ptr<Link>> links(2);
   links[static_cast<size_t>(1 - rank)] = std::move(link);
-  return std::make_unique<Engine>(rank, 2, std::move(links), nullptr, EngineOptions{});
+  EngineOptions options;
+  options.doorbell_fd = doorbell_fd;
+  return std::make_unique<Engine>(rank, 2, std::move(links), nullptr, std::move(options));
 }
 
 // Segments is a pipelined receive: it takes `count` segments of one
@@ -152,13 +155,10 @@ TEST(EngineAllocation, NoneOnceWarmPerMessageOverSharedMemory) {
   if (st.code() == StatusCode::kBackendError)
     GTEST_SKIP() << "no shared memory to map here: " << st.message();
   ASSERT_TRUE(st.ok()) << st.message();
-  int fds[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0)
-      << std::strerror(errno);
-  auto zero =
-      engine_over(0, std::make_unique<shm::ShmLink>(arenas[0], 1, Socket(fds[0]), "rank 1's end", "rank 1"));
-  auto one =
-      engine_over(1, std::make_unique<shm::ShmLink>(arenas[1], 0, Socket(fds[1]), "rank 0's end", "rank 0"));
+  auto zero = engine_over(0, std::make_unique<shm::ShmLink>(arenas[0], 1, "rank 1's end", "rank 1"),
+                          arenas[0]->signals().wake_fd());
+  auto one = engine_over(1, std::make_unique<shm::ShmLink>(arenas[1], 0, "rank 0's end", "rank 0"),
+                         arenas[1]->signals().wake_fd());
   expect_no_allocation_per_message(*zero, *one);
 }
 

@@ -75,10 +75,13 @@ std::string read_text(Link& link, Outcome* outcome) {
 }
 
 // engine_over is rank `rank` of a group of two whose link to the other rank is `link`.
-std::unique_ptr<Engine> engine_over(int rank, std::unique_ptr<Link> link) {
+// `doorbell_fd` is a shared-memory rank's doorbell (EngineOptions).
+std::unique_ptr<Engine> engine_over(int rank, std::unique_ptr<Link> link, int doorbell_fd = -1) {
   std::vector<std::unique_ptr<Link>> links(2);
   links[static_cast<size_t>(1 - rank)] = std::move(link);
-  return std::make_unique<Engine>(rank, 2, std::move(links), nullptr, EngineOptions{});
+  EngineOptions options;
+  options.doorbell_fd = doorbell_fd;
+  return std::make_unique<Engine>(rank, 2, std::move(links), nullptr, std::move(options));
 }
 
 // exchange_both_ways has each engine send `bytes` to the other and receive
@@ -312,10 +315,8 @@ class ShmLinkTest : public ::testing::Test {
       GTEST_SKIP() << "no shared memory to map here: " << st.message();
     ASSERT_TRUE(st.ok()) << st.message();
 
-    Socket a, b;
-    ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
-    link_[0] = std::make_unique<shm::ShmLink>(arena_[0], 1, std::move(a), "local rank 1", "rank 1");
-    link_[1] = std::make_unique<shm::ShmLink>(arena_[1], 0, std::move(b), "local rank 0", "rank 0");
+    link_[0] = std::make_unique<shm::ShmLink>(arena_[0], 1, "local rank 1", "rank 1");
+    link_[1] = std::make_unique<shm::ShmLink>(arena_[1], 0, "local rank 0", "rank 0");
   }
 
   static constexpr size_t kRingBytes = 64 * 1024;
@@ -353,28 +354,46 @@ TEST_F(ShmLinkTest, CarriesBytesThroughTheRingsAndSaysBlockedWhenEmptyOrFull) {
   EXPECT_EQ(one.read(got.data(), got.size()).outcome, Outcome::kBlocked);
 }
 
-TEST_F(ShmLinkTest, ReadsWhatThePeerLeftInTheRingThenTheEndOnceItsDoorbellSocketClosed) {
+TEST_F(ShmLinkTest, ReadsWhatThePeerLeftInTheRingThenTheEndOnceThePeerClosedItsLink) {
   ASSERT_EQ(write_text(*link_[0], "bye").outcome, Outcome::kMoved);
-  const int bell = link_[1]->poll(false).fd;
+  const int bell = arena_[1]->signals().wake_fd();
   ASSERT_GE(bell, 0);
-  link_[0].reset();  // the peer's process is gone: its socket closes
+  EXPECT_FALSE(readable(bell, milliseconds(0))) << "rank 1 never said it sleeps";
+  link_[0].reset();  // the peer's link is gone: its ring to rank 1 closes
 
-  ASSERT_TRUE(readable(bell, milliseconds(5000)));
-  bool became_ready = true;
-  const Status st = link_[1]->on_ready(POLLIN, &became_ready);
-  ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_FALSE(became_ready);
-  EXPECT_EQ(link_[1]->poll(false).fd, -1) << "nothing left to watch";
+  EXPECT_TRUE(readable(bell, milliseconds(5000))) << "a close rings even a rank that is awake";
   Outcome outcome = Outcome::kMoved;
   EXPECT_EQ(read_text(*link_[1], &outcome), "bye") << "the ring is read to its end first";
   EXPECT_EQ(read_text(*link_[1], &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded);
+  EXPECT_EQ(read_text(*link_[1], &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded) << "and stays ended";
+}
+
+TEST_F(ShmLinkTest, WatchesThePeersProcessAndEndsOnlyOnceItExits) {
+  // Both ranks are this process here: the pidfd it watches is its own,
+  // which never becomes readable while the test runs.
+  shm::ShmLink& one = *link_[1];
+  const LinkPoll watch = one.poll(false);
+  ASSERT_GE(watch.fd, 0) << "a shared-memory link watches its peer's process";
+  EXPECT_EQ(watch.events, POLLIN);
+  EXPECT_FALSE(readable(watch.fd, milliseconds(0))) << "the peer is alive";
+  EXPECT_NE(watch.fd, arena_[1]->signals().wake_fd()) << "the doorbell is polled once, by the engine";
+  bool became_ready = true;
+  ASSERT_TRUE(one.on_ready(POLLIN, &became_ready).ok()) << "as poll(2) says once the peer exited";
+  EXPECT_FALSE(became_ready);
+  EXPECT_EQ(one.poll(false).fd, -1) << "nothing left to watch";
+  ASSERT_EQ(write_text(*link_[0], "last").outcome, Outcome::kMoved);
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(one, &outcome), "last") << "what it left in the ring still counts";
+  EXPECT_EQ(read_text(one, &outcome), "");
   EXPECT_EQ(outcome, Outcome::kEnded);
 }
 
 TEST_F(ShmLinkTest, RingsThePeersDoorbellOnlyWhileThePeerSaidItSleeps) {
   shm::ShmLink& zero = *link_[0];
   shm::ShmLink& one = *link_[1];
-  const int bell = one.poll(false).fd;
+  const int bell = arena_[1]->signals().wake_fd();
   ASSERT_GE(bell, 0);
 
   zero.moved();
@@ -382,11 +401,9 @@ TEST_F(ShmLinkTest, RingsThePeersDoorbellOnlyWhileThePeerSaidItSleeps) {
   EXPECT_FALSE(one.about_to_sleep(false)) << "nothing waits for rank 1, so it may sleep";
   zero.moved();
   EXPECT_TRUE(readable(bell, milliseconds(5000))) << "rank 1 sleeps: a doorbell";
-
-  bool became_ready = true;
-  ASSERT_TRUE(one.on_ready(POLLIN, &became_ready).ok());
-  EXPECT_FALSE(became_ready);
-  EXPECT_FALSE(readable(bell, milliseconds(0))) << "on_ready takes the doorbell bytes";
+  zero.moved();
+  drain_wake_ups(bell);
+  EXPECT_FALSE(readable(bell, milliseconds(0))) << "draining takes every doorbell byte";
   char c;
   EXPECT_EQ(one.read(&c, 1).outcome, Outcome::kBlocked) << "a doorbell is not the end";
   one.awake();
@@ -403,8 +420,8 @@ TEST_F(ShmLinkTest, RingsThePeersDoorbellOnlyWhileThePeerSaidItSleeps) {
 }
 
 TEST_F(ShmLinkTest, CarriesAnEngineExchangeOfAMebibyteBothWays) {
-  auto zero = engine_over(0, std::move(link_[0]));
-  auto one = engine_over(1, std::move(link_[1]));
+  auto zero = engine_over(0, std::move(link_[0]), arena_[0]->signals().wake_fd());
+  auto one = engine_over(1, std::move(link_[1]), arena_[1]->signals().wake_fd());
   exchange_both_ways(*zero, *one, size_t{1} << 20);
 }
 

@@ -115,22 +115,37 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
     RankControl& mine = a->control(a->me_);
     mine.pid.store(static_cast<int32_t>(::getpid()), std::memory_order_relaxed);
     mine.probe_address.store(reinterpret_cast<uint64_t>(&a->probe_word_), std::memory_order_relaxed);
-    return Status::ok_status();
+    // The doorbell, bound before this rank says it succeeded: the others
+    // connect to it once all did.
+    return a->signals_.bind(PeerSignals::doorbell_path(segment.name(), a->me_));
   };
   auto shared = share_segment(store, plan, deadline);
   if (!shared.ok()) return shared.status();
   a->segment_ = std::move(shared.value());  // the same mapping: base_ stays
+  std::vector<int> pids(l);
+  for (size_t q = 0; q < l; ++q) pids[q] = a->control(static_cast<int>(q)).pid.load(std::memory_order_relaxed);
+  const Status watching = a->signals_.connect_peers(a->segment_.name(), a->me_, pids);
+  bool all_watch = false;
   try {
-    a->share_host_facts(store, key_of("single-copy", leader), deadline.as_timeout());
+    all_watch = a->share_host_facts(store, key_of("single-copy", leader), watching, deadline.as_timeout());
   } catch (const TimeoutError& e) {
     return timeout_error(std::string("setting up shared memory: ") + e.what());
   } catch (const Error& e) {
     return Status(StatusCode::kStoreError, std::string("setting up shared memory: ") + e.what());
   }
+  // Every rank has connected to every doorbell (share_host_facts waited
+  // for all of them): the names can go.
+  a->signals_.forget_path();
+  if (!all_watch) {
+    return Status(StatusCode::kBackendError,
+                  watching.ok() ? "another rank of this host cannot wake or watch its peers"
+                                : "rank " + std::to_string(rank) + ": " + watching.message());
+  }
   return a;
 }
 
-void Arena::share_host_facts(Store& store, const std::string& key, std::chrono::milliseconds timeout) {
+bool Arena::share_host_facts(Store& store, const std::string& key, const Status& watching,
+                             std::chrono::milliseconds timeout) {
   // Every rank tries to read a word from every other one; single copy is
   // used only if all of them could (seccomp or Yama may forbid it). The
   // same message carries the CPUs the rank may run on: the host is
@@ -151,17 +166,21 @@ void Arena::share_host_facts(Store& store, const std::string& key, std::chrono::
       can = false;
     }
   }
+  // "<single copy><wakes and watches its peers> <cpus>": "11 0-3".
   store.set(key + "/" + std::to_string(local_ranks_[static_cast<size_t>(me_)]),
-            to_bytes(std::string(can ? "1" : "0") + " " + cpu_list_text(affinity_of_this_thread())));
+            to_bytes(std::string(can ? "1" : "0") + (watching.ok() ? "1" : "0") + " " +
+                     cpu_list_text(affinity_of_this_thread())));
   std::vector<std::string> keys;
   for (int q : local_ranks_) keys.push_back(key + "/" + std::to_string(q));
   store.wait(keys, timeout);
   single_copy_ = true;
+  bool all_watch = true;
   std::set<int> usable;
   for (const Bytes& b : store.multi_get(keys)) {
     const std::string said = to_string(b);
     single_copy_ = single_copy_ && said.compare(0, 1, "1") == 0;
-    auto cpus = parse_cpu_list(said.size() > 2 ? said.substr(2) : "");
+    all_watch = all_watch && said.compare(1, 1, "1") == 0;
+    auto cpus = parse_cpu_list(said.size() > 3 ? said.substr(3) : "");
     if (cpus.ok()) usable.insert(cpus.value().begin(), cpus.value().end());
   }
   if (!usable.empty()) oversubscribed_ = local_ranks_.size() > usable.size();
@@ -171,6 +190,7 @@ void Arena::share_host_facts(Store& store, const std::string& key, std::chrono::
                                          : "CPUs " + cpu_list_text({usable.begin(), usable.end()}))
                       << " only: waits on shared memory yield the CPU from the start";
   }
+  return all_watch;
 }
 
 Ring Arena::ring(int from, int to) const {

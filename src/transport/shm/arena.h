@@ -7,6 +7,8 @@
 //  - per rank, an arrival counter and two slots, which the direct
 //    algorithms use through the narrower HostSlots (host_slots.h), the
 //    arena's base: they never see the rings or the segment.
+// Beside the segment, each rank's doorbell and its peers' pidfds
+// (peer_signals.h), which its ring links use instead of a connection.
 #pragma once
 
 #include <atomic>
@@ -22,6 +24,7 @@
 #include "common/shm_segment.h"
 #include "common/status.h"
 #include "transport/shm/host_slots.h"
+#include "transport/shm/peer_signals.h"
 #include "transport/shm/ring.h"
 
 namespace cohort::shm {
@@ -38,18 +41,23 @@ class Arena : public HostSlots {
   // ring returns the ring from local rank `from` to local rank `to`.
   Ring ring(int from, int to) const;
   // sleeping is set while local rank `local` sleeps in poll(2) and wants a
-  // doorbell byte on its socket when a ring to or from it moves.
+  // byte on its doorbell when a ring to or from it moves.
   std::atomic<uint32_t>& sleeping(int local) const;
+  // signals wake the host's ranks and tell when one died (peer_signals.h).
+  const PeerSignals& signals() const { return signals_; }
 
  private:
   Arena() = default;
   // share_host_facts tells the host's ranks, through the store, whether
-  // this one can read the others' memory (single copy) and which CPUs it
-  // may run on, and sets single_copy_ and oversubscribed_ from all their
-  // answers.
-  void share_host_facts(Store& store, const std::string& key, std::chrono::milliseconds timeout);
+  // this one can read the others' memory (single copy), whether it wakes
+  // and watches them (`watching`) and which CPUs it may run on; sets
+  // single_copy_ and oversubscribed_ from all their answers, and answers
+  // whether every rank wakes and watches its peers.
+  bool share_host_facts(Store& store, const std::string& key, const Status& watching,
+                        std::chrono::milliseconds timeout);
 
   ShmSegment segment_;
+  PeerSignals signals_;
   size_t ring_bytes_ = 0;
   size_t ring_controls_at_ = 0, rings_at_ = 0;
   uint64_t probe_word_ = 0x31414d5348434f43ull;  // what peers read to test single copy

@@ -1,22 +1,23 @@
 #include "transport/shm/link.h"
 
-#include <sys/socket.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 
 namespace cohort::shm {
 
-ShmLink::ShmLink(std::shared_ptr<Arena> arena, int peer_local, Socket doorbell, std::string address,
-                 std::string peer_name)
+ShmLink::ShmLink(std::shared_ptr<Arena> arena, int peer_local, std::string address, std::string peer_name)
     : arena_(std::move(arena)),
       peer_local_(peer_local),
       out_(arena_->ring(arena_->local_index(), peer_local)),
       in_(arena_->ring(peer_local, arena_->local_index())),
-      doorbell_(std::move(doorbell)),
       address_(std::move(address)),
-      peer_name_(std::move(peer_name)) {}
+      peer_name_(std::move(peer_name)),
+      ended_(arena_->signals().gone_before_watched(peer_local)) {}
+
+ShmLink::~ShmLink() {
+  shut_down();
+}
 
 LinkIo ShmLink::write(const iovec* iov, size_t n) {
   const size_t took = out_.write(iov, n);
@@ -24,9 +25,12 @@ LinkIo ShmLink::write(const iovec* iov, size_t n) {
 }
 
 LinkIo ShmLink::read(void* out, size_t n) {
-  const size_t got = in_.read(out, n);
+  size_t got = in_.read(out, n);
   if (got) return LinkIo::moved(got);
-  return ended_ ? LinkIo::ended() : LinkIo::blocked();
+  if (!ended_ && !in_.closed()) return LinkIo::blocked();
+  // The end, after whatever came just before it.
+  got = in_.read(out, n);
+  return got ? LinkIo::moved(got) : LinkIo::ended();
 }
 
 Status ShmLink::write_whole(const void* data, size_t n, Deadline deadline) {
@@ -38,34 +42,20 @@ Status ShmLink::write_whole(const void* data, size_t n, Deadline deadline) {
 }
 
 LinkPoll ShmLink::poll(bool has_sends) const {
-  (void)has_sends;  // bytes go through the ring: the socket only rings
-  if (ended_ || !doorbell_.valid()) return {};
-  return {doorbell_.fd(), POLLIN};
+  (void)has_sends;  // bytes go through the ring; the doorbell is the engine's to poll
+  if (ended_) return {};
+  const int death = arena_->signals().death_fd(peer_local_);
+  if (death < 0) return {};
+  return {death, POLLIN};
 }
 
 Status ShmLink::on_ready(short revents, bool* became_ready) {
-  (void)revents;
   *became_ready = false;
-  uint8_t bells[256];
-  for (;;) {
-    ssize_t n = ::recv(doorbell_.fd(), bells, sizeof bells, MSG_DONTWAIT);
-    if (n > 0) continue;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok_status();
-      // A reset is an end like any other here: this socket carries only
-      // doorbell bytes, and a peer that finished its work and closed with
-      // one of ours unread resets the connection instead of closing it.
-      if (errno != ECONNRESET) {
-        return network_error(peer_name_ + " is gone: its socket failed with " + std::strerror(errno) +
-                             " (the peer process probably died)");
-      }
-    }
-    // The socket closed: the peer is gone or failed. What it wrote to the
-    // ring before that (maybe the reason it failed) is read first.
-    ended_ = true;
-    return Status::ok_status();
-  }
+  // The pidfd is readable once the peer's process exited: the peer is
+  // gone. What it wrote to the ring before that (maybe the reason it
+  // failed) is read first.
+  if (revents & (POLLIN | POLLHUP | POLLERR)) ended_ = true;
+  return Status::ok_status();
 }
 
 bool ShmLink::about_to_sleep(bool has_sends) {
@@ -81,13 +71,14 @@ void ShmLink::awake() {
 void ShmLink::moved() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!arena_->sleeping(peer_local_).load(std::memory_order_relaxed)) return;
-  const uint8_t bell = 0;
-  ssize_t ignored = ::send(doorbell_.fd(), &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-  (void)ignored;
+  arena_->signals().ring(peer_local_);
 }
 
 void ShmLink::shut_down() {
-  if (doorbell_.valid()) ::shutdown(doorbell_.fd(), SHUT_RDWR);
+  if (out_.closed()) return;
+  out_.close();
+  // Rung whether or not the peer said it sleeps: it may be about to.
+  arena_->signals().ring(peer_local_);
 }
 
 }  // namespace cohort::shm

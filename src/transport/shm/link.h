@@ -1,16 +1,17 @@
 // link.h (shm): a peer's link through this host's shared memory.
 //
 // Two rings of the host's arena (arena.h) carry the very same frames a
-// socket would, one each way, with no system call. The peer's TCP socket
-// stays open for two things only: a doorbell byte that wakes a rank
-// asleep in poll(2), and the end-of-file that tells that the peer process
-// is gone.
+// socket would, one each way, with no system call, and no connection
+// between the two ranks: a byte to the peer's doorbell wakes it when it
+// sleeps in poll(2), the ring's closed flag is a clean end, and the
+// peer's pidfd tells that its process is gone (peer_signals.h). The
+// doorbell of this rank is one descriptor for all its host peers: the
+// engine polls it once (EngineOptions::doorbell_fd).
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "common/socket.h"
 #include "transport/link.h"
 #include "transport/shm/arena.h"
 
@@ -18,10 +19,11 @@ namespace cohort::shm {
 
 class ShmLink : public Link {
  public:
-  // The link to the arena's local rank `peer_local`, with `doorbell`, the
-  // socket connected to it; `address` and `peer_name` for messages.
-  ShmLink(std::shared_ptr<Arena> arena, int peer_local, Socket doorbell, std::string address,
-          std::string peer_name);
+  // The link to the arena's local rank `peer_local`; `address` and
+  // `peer_name` for messages.
+  ShmLink(std::shared_ptr<Arena> arena, int peer_local, std::string address, std::string peer_name);
+  // Closes the ring to the peer, as shut_down does: its end-of-file.
+  ~ShmLink() override;
 
   const std::string& address() const override { return address_; }
   bool ready() const override { return true; }
@@ -41,11 +43,10 @@ class ShmLink : public Link {
   int peer_local_;
   Ring out_;
   Ring in_;
-  Socket doorbell_;
   std::string address_;
   std::string peer_name_;
-  // ended_: the doorbell socket closed, so the peer is gone; what it put
-  // in the ring before still counts.
+  // ended_: the peer's process is gone (its pidfd said so); what it put in
+  // the ring before still counts.
   bool ended_ = false;
 };
 

@@ -19,6 +19,10 @@ namespace cohort::shm {
 
 struct RingControl {
   alignas(64) std::atomic<uint64_t> head;  // written by the producer
+  // closed is set by the producer once it writes no more (its link shut
+  // down): the reader's end-of-file, after what the ring still holds. On
+  // head's line, which a reader that finds the ring empty has just read.
+  std::atomic<uint32_t> closed;
   alignas(64) std::atomic<uint64_t> tail;  // written by the consumer
 };
 static_assert(sizeof(RingControl) == 128, "head and tail on cache lines of their own");
@@ -69,6 +73,13 @@ class Ring {
     control_->tail.store(tail + len, std::memory_order_release);
     return len;
   }
+
+  // close tells the reader that nothing more will come (its end-of-file).
+  void close() { control_->closed.store(1, std::memory_order_release); }
+  // closed is true once the writer closed; bytes it wrote before are still
+  // there to read (read them after seeing it, since they may have come
+  // between an empty read and this look).
+  bool closed() const { return control_->closed.load(std::memory_order_acquire) != 0; }
 
   // readable is how many bytes read() would give now.
   size_t readable() const {

@@ -81,9 +81,13 @@ Status TcpAcceptor::read_handshake(size_t index, std::vector<int>* became_ready)
   handshakes_.erase(handshakes_.begin() + static_cast<std::ptrdiff_t>(index));
   const int q = hello.rank;
   const int size = static_cast<int>(links_.size());
-  const bool known = q >= 0 && q < size && q != rank_;
+  // A peer without a link here is reached another way (shared memory):
+  // it has no business calling.
+  const bool known = q >= 0 && q < size && q != rank_ && links_[q] != nullptr;
   const bool connected = known && links_[q]->ready();
-  if (auto refusal = judge_hello(hello, *credentials_, rank_, size, connected)) {
+  auto refusal = judge_hello(hello, *credentials_, rank_, size, connected);
+  if (!refusal && !known) refusal = Refusal::kRankOutOfRange;
+  if (refusal) {
     COHORT_LOG(kWarning) << refused_by_us(*refusal, hello, rank_, size) << " (from "
                          << peer_address(socket.fd()) << ")";
     const std::vector<uint8_t> no = encode_refusal(*refusal, credentials_->identity);

@@ -153,10 +153,12 @@ Result<std::vector<Bytes>> wait_for_addresses(Store& store, int rank, const std:
 // call_lower_ranks connects to every lower rank and sends it this rank's
 // hello; the answers are read later (await_hello_verdicts) so that no rank
 // waits on one that is still calling.
-Status call_lower_ranks(int rank, int size, const std::vector<std::string>& names,
+Status call_lower_ranks(int rank, const std::vector<bool>& wanted, const std::vector<std::string>& names,
                         const GroupCredentials& credentials, Deadline deadline,
                         std::vector<Socket>& sockets) {
+  const int size = static_cast<int>(wanted.size());
   for (int q = 0; q < rank; ++q) {
+    if (!wanted[q]) continue;
     std::string host;
     uint16_t port = 0;
     if (!split_address(names[q], &host, &port)) {
@@ -178,15 +180,17 @@ Status call_lower_ranks(int rank, int size, const std::vector<std::string>& name
 // accept_higher_ranks accepts one connection from every higher rank. A
 // connection without a cohort hello, or with one this group refuses, is
 // dropped (with the refusal sent back) and does not count.
-Status accept_higher_ranks(int listener, int rank, int size, const GroupCredentials& credentials,
-                           Deadline deadline, std::vector<Socket>& sockets) {
+Status accept_higher_ranks(int listener, int rank, const std::vector<bool>& wanted,
+                           const GroupCredentials& credentials, Deadline deadline, std::vector<Socket>& sockets) {
+  const int size = static_cast<int>(wanted.size());
   std::vector<bool> have(static_cast<size_t>(size), false);
-  for (int accepted = 0; accepted < size - 1 - rank; ++accepted) {
+  const int callers = static_cast<int>(std::count(wanted.begin() + rank + 1, wanted.end(), true));
+  for (int accepted = 0; accepted < callers; ++accepted) {
     auto fd = accept_one(listener, deadline);
     if (!fd.ok()) {
       std::vector<int> missing;
       for (int q = rank + 1; q < size; ++q) {
-        if (!have[q]) missing.push_back(q);
+        if (wanted[q] && !have[q]) missing.push_back(q);
       }
       return timeout_error("rank " + std::to_string(rank) + ": ranks " + rank_list(missing) +
                            " never connected");
@@ -202,7 +206,9 @@ Status accept_higher_ranks(int listener, int rank, int size, const GroupCredenti
     }
     const int peer = hello->rank;
     auto refusal = judge_hello(*hello, credentials, rank, size, peer >= 0 && peer < size && have[peer]);
-    if (!refusal && peer < rank) refusal = Refusal::kRankOutOfRange;  // lower ranks are called, not callers
+    // Lower ranks are called, not callers; a peer on shared memory does
+    // not call at all.
+    if (!refusal && (peer < rank || !wanted[peer])) refusal = Refusal::kRankOutOfRange;
     if (refusal) {
       COHORT_LOG(kWarning) << refused_by_us(*refusal, *hello, rank, size) << " (from " << from << ")";
       const std::vector<uint8_t> no = encode_refusal(*refusal, credentials.identity);
@@ -225,9 +231,10 @@ Status accept_higher_ranks(int listener, int rank, int size, const GroupCredenti
 // await_hello_verdicts reads every lower rank's answer to this rank's hello.
 // It runs once the higher ranks are accepted, so no rank waits on one that
 // is still calling.
-Status await_hello_verdicts(int rank, const std::vector<std::string>& names, Deadline deadline,
-                            const std::vector<Socket>& sockets) {
+Status await_hello_verdicts(int rank, const std::vector<bool>& wanted, const std::vector<std::string>& names,
+                            Deadline deadline, const std::vector<Socket>& sockets) {
   for (int q = 0; q < rank; ++q) {
+    if (!wanted[q]) continue;
     uint8_t verdict = 0;
     Status st = recv_all(sockets[q].fd(), &verdict, 1, deadline);
     if (st.code() == StatusCode::kNetworkError) {
@@ -276,8 +283,7 @@ Result<std::string> local_address(const std::string& peer_host) {
   return route_source(peer_host);
 }
 
-Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline,
-                          bool allow_lazy) {
+Result<Mesh> join_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline) {
   auto listener = listen_tcp(address, 0);
   if (!listener.ok())
     return listener.status().with_context("rank " + std::to_string(rank) + " cannot listen");
@@ -294,33 +300,43 @@ Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& a
   store.set(addr_key(rank), to_bytes(mine));
   auto addresses = wait_for_addresses(store, rank, keys, deadline, waited_from);
   if (!addresses.ok()) return addresses.status();
+  Mesh mesh;
+  mesh.sockets.resize(static_cast<size_t>(size));
+  mesh.addresses.resize(static_cast<size_t>(size));
+  for (int q = 0; q < size; ++q) mesh.addresses[q] = to_string(addresses.value()[q]);
+  mesh.wanted.assign(static_cast<size_t>(size), true);
+  mesh.wanted[static_cast<size_t>(rank)] = false;
+  mesh.listener = std::move(listener.value());
+  mesh.credentials = std::move(credentials);
+  return mesh;
+}
 
-  std::vector<Socket> sockets(static_cast<size_t>(size));
-  std::vector<std::string> names(static_cast<size_t>(size));
-  for (int q = 0; q < size; ++q) names[q] = to_string(addresses.value()[q]);
-  if (allow_lazy && config_string(knobs::kTcpConnect) == "lazy") {
+Status connect_wanted(Mesh& mesh, int rank, Deadline deadline, bool lazy) {
+  if (lazy) {
     // Everyone has joined; connections come with the first messages.
-    Mesh mesh;
-    mesh.sockets.resize(static_cast<size_t>(size));
-    mesh.addresses = std::move(names);
-    mesh.listener = std::move(listener.value());
-    mesh.credentials = std::move(credentials);
     mesh.lazy = true;
-    return mesh;
+    return Status::ok_status();
   }
-
   // The listen backlog holds the higher ranks' calls while this rank calls
   // the lower ones, so this order cannot deadlock (connect.h).
-  Status st = call_lower_ranks(rank, size, names, credentials, deadline, sockets);
-  if (st.ok()) st = accept_higher_ranks(listener.value().fd(), rank, size, credentials, deadline, sockets);
-  if (st.ok()) st = await_hello_verdicts(rank, names, deadline, sockets);
-  if (st.ok()) st = ready_for_links(rank, sockets);
+  Status st = call_lower_ranks(rank, mesh.wanted, mesh.addresses, mesh.credentials, deadline, mesh.sockets);
+  if (st.ok()) st = accept_higher_ranks(mesh.listener.fd(), rank, mesh.wanted, mesh.credentials, deadline, mesh.sockets);
+  if (st.ok()) st = await_hello_verdicts(rank, mesh.wanted, mesh.addresses, deadline, mesh.sockets);
+  if (st.ok()) st = ready_for_links(rank, mesh.sockets);
   if (!st.ok()) return st;
-  COHORT_LOG(kDebug) << "rank " << rank << " connected to " << size - 1 << " peers over TCP from " << mine;
-  Mesh mesh;
-  mesh.sockets = std::move(sockets);
-  mesh.addresses = std::move(names);
-  mesh.credentials = std::move(credentials);
+  mesh.listener.reset();  // every wanted peer is connected
+  COHORT_LOG(kDebug) << "rank " << rank << " connected to "
+                     << std::count(mesh.wanted.begin(), mesh.wanted.end(), true) << " peers over TCP";
+  return Status::ok_status();
+}
+
+Result<Mesh> connect_mesh(Store& store, int rank, int size, const std::string& address, Deadline deadline,
+                          bool allow_lazy) {
+  auto mesh = join_mesh(store, rank, size, address, deadline);
+  if (!mesh.ok()) return mesh.status();
+  const bool lazy = allow_lazy && config_string(knobs::kTcpConnect) == "lazy";
+  Status st = connect_wanted(mesh.value(), rank, deadline, lazy);
+  if (!st.ok()) return st;
   return mesh;
 }
 
@@ -338,7 +354,7 @@ TcpLinks make_links(Mesh mesh, int rank) {
   auto credentials = std::make_shared<const GroupCredentials>(std::move(mesh.credentials));
   std::vector<TcpLink*> lazy(static_cast<size_t>(size), nullptr);
   for (int q = 0; q < size; ++q) {
-    if (q == rank) continue;
+    if (!mesh.wanted[q]) continue;  // this rank, or a peer reached another way
     auto link = std::make_unique<TcpLink>(mesh.addresses[q], rank, q, size, credentials);
     lazy[q] = link.get();
     out.links[q] = std::move(link);
