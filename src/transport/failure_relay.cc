@@ -55,7 +55,8 @@ void Engine::fail(const Status& status, bool tell_peers) {
         p.link->moved();
       }
       // A shared-memory peer learns of the frame (or the failure) from its
-      // socket's end, and then reads its ring to the end.
+      // ring's closed flag (and the doorbell that shut_down rings), and
+      // reads its ring to the end first.
       p.link->shut_down();
     }
   }

@@ -362,6 +362,9 @@ TEST_F(ShmLinkTest, ReadsWhatThePeerLeftInTheRingThenTheEndOnceThePeerClosedItsL
   link_[0].reset();  // the peer's link is gone: its ring to rank 1 closes
 
   EXPECT_TRUE(readable(bell, milliseconds(5000))) << "a close rings even a rank that is awake";
+  drain_wake_ups(bell);  // as another thread of rank 1 may have, before it looks at the ring
+  EXPECT_TRUE(link_[1]->about_to_sleep(false)) << "the close waits to be read: no sleep past it";
+  link_[1]->awake();
   Outcome outcome = Outcome::kMoved;
   EXPECT_EQ(read_text(*link_[1], &outcome), "bye") << "the ring is read to its end first";
   EXPECT_EQ(read_text(*link_[1], &outcome), "");
@@ -370,9 +373,11 @@ TEST_F(ShmLinkTest, ReadsWhatThePeerLeftInTheRingThenTheEndOnceThePeerClosedItsL
   EXPECT_EQ(outcome, Outcome::kEnded) << "and stays ended";
 }
 
-TEST_F(ShmLinkTest, WatchesThePeersProcessAndEndsOnlyOnceItExits) {
+TEST_F(ShmLinkTest, WatchesThePeersPidfdAndEndsOnceItSaysThePeerExited) {
   // Both ranks are this process here: the pidfd it watches is its own,
-  // which never becomes readable while the test runs.
+  // which never becomes readable while the test runs, so poll(2)'s answer
+  // is given by hand. A real exit is the process tests' (KilledPeer...,
+  // KillDuring...: tests/process_group/process_test.cc).
   shm::ShmLink& one = *link_[1];
   const LinkPoll watch = one.poll(false);
   ASSERT_GE(watch.fd, 0) << "a shared-memory link watches its peer's process";
@@ -380,9 +385,13 @@ TEST_F(ShmLinkTest, WatchesThePeersProcessAndEndsOnlyOnceItExits) {
   EXPECT_FALSE(readable(watch.fd, milliseconds(0))) << "the peer is alive";
   EXPECT_NE(watch.fd, arena_[1]->signals().wake_fd()) << "the doorbell is polled once, by the engine";
   bool became_ready = true;
+  EXPECT_FALSE(one.about_to_sleep(false)) << "nothing waits: it may sleep";
+  one.awake();
   ASSERT_TRUE(one.on_ready(POLLIN, &became_ready).ok()) << "as poll(2) says once the peer exited";
   EXPECT_FALSE(became_ready);
   EXPECT_EQ(one.poll(false).fd, -1) << "nothing left to watch";
+  EXPECT_TRUE(one.about_to_sleep(false)) << "its end waits to be read: no sleep past it";
+  one.awake();
   ASSERT_EQ(write_text(*link_[0], "last").outcome, Outcome::kMoved);
   Outcome outcome = Outcome::kMoved;
   EXPECT_EQ(read_text(one, &outcome), "last") << "what it left in the ring still counts";

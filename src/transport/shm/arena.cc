@@ -134,8 +134,8 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
     return Status(StatusCode::kStoreError, std::string("setting up shared memory: ") + e.what());
   }
   // Every rank has connected to every doorbell (share_host_facts waited
-  // for all of them): the names can go.
-  a->signals_.forget_path();
+  // for all of them): the names can go, a killed peer's too.
+  a->signals_.forget_paths(a->segment_.name(), static_cast<int>(l));
   if (!all_watch) {
     return Status(StatusCode::kBackendError,
                   watching.ok() ? "another rank of this host cannot wake or watch its peers"

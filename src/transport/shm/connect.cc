@@ -52,7 +52,11 @@ Result<std::shared_ptr<Arena>> connect_host(Store& store, int rank, const std::v
   if (local.size() < 2) return std::shared_ptr<Arena>();
   auto arena = Arena::set_up(store, rank, local, deadline);
   if (!arena.ok()) {
-    if (arena.status().code() == StatusCode::kTimeout) return arena.status();
+    // Only a failure every local rank agrees on (kBackendError: the
+    // segment, a doorbell or a pidfd) falls back to TCP: the host's ranks
+    // then all connect. A store failure or timeout may hit one rank alone,
+    // which would then wait for connections its peers never make.
+    if (arena.status().code() != StatusCode::kBackendError) return arena.status();
     COHORT_LOG(kWarning) << "rank " << rank << ": shared memory is unavailable, using TCP on this host: "
                          << arena.status().message();
     return std::shared_ptr<Arena>();

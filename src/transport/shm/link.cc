@@ -61,7 +61,10 @@ Status ShmLink::on_ready(short revents, bool* became_ready) {
 bool ShmLink::about_to_sleep(bool has_sends) {
   arena_->sleeping(arena_->local_index()).store(1, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  return in_.readable() > 0 || (has_sends && out_.room() > 0);
+  // A close whose doorbell another thread of this process drained (RPC's
+  // wire has drivers) must not be slept past: the loop's next read ends
+  // the link, which is then no longer asked.
+  return in_.readable() > 0 || in_.closed() || ended_ || (has_sends && out_.room() > 0);
 }
 
 void ShmLink::awake() {

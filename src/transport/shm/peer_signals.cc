@@ -30,7 +30,7 @@ Socket datagram_socket() {
 }  // namespace
 
 PeerSignals::~PeerSignals() {
-  forget_path();
+  if (!bound_path_.empty()) ::unlink(bound_path_.c_str());
 }
 
 std::string PeerSignals::doorbell_path(const std::string& segment_name, int local) {
@@ -84,9 +84,8 @@ Status PeerSignals::connect_peers(const std::string& segment_name, int me, const
   return Status::ok_status();
 }
 
-void PeerSignals::forget_path() {
-  if (bound_path_.empty()) return;
-  ::unlink(bound_path_.c_str());
+void PeerSignals::forget_paths(const std::string& segment_name, int local_size) {
+  for (int q = 0; q < local_size; ++q) ::unlink(doorbell_path(segment_name, q).c_str());  // ENOENT: gone already
   bound_path_.clear();
 }
 

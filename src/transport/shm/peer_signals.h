@@ -5,8 +5,8 @@
 // beside the arena (a path, not the abstract namespace, so that ranks in
 // different network namespaces that share /dev/shm reach it), and
 // connects one unbound socket to every peer's doorbell. Once every rank
-// has connected, each removes its doorbell's name: nothing is left in
-// /dev/shm, and the connected sockets still reach it. A byte sent to a
+// has connected, each removes the doorbells' names: nothing is left in
+// /dev/shm, and the connected sockets still reach them. A byte sent to a
 // doorbell wakes a rank asleep in poll(2); the bytes only wake, so one
 // poll(2) entry serves every peer of the host.
 //
@@ -38,11 +38,13 @@ class PeerSignals {
   Status bind(const std::string& path);
   // connect_peers connects to every other local rank's doorbell (they are
   // all bound by now) and opens a pidfd of each of `pids` (pids[me] is
-  // skipped). A peer already gone gets no pidfd: watch_fd says so.
+  // skipped). A peer already gone gets no pidfd: gone_before_watched
+  // says so.
   Status connect_peers(const std::string& segment_name, int me, const std::vector<int>& pids);
-  // forget_path removes this rank's doorbell name, once every peer has
-  // connected to it.
-  void forget_path();
+  // forget_paths removes the doorbell names of all `local_size` ranks
+  // (this rank's own and any that a peer killed since it bound left),
+  // once every rank has connected to every doorbell.
+  void forget_paths(const std::string& segment_name, int local_size);
 
   // wake_fd is this rank's doorbell, for poll(2); drain_wake_ups
   // (common/socket.h) takes its bytes.
@@ -57,7 +59,7 @@ class PeerSignals {
 
  private:
   Socket doorbell_;
-  std::string bound_path_;                // until forget_path
+  std::string bound_path_;                // until forget_paths
   std::vector<Socket> to_peer_;           // [local]: connected to its doorbell
   std::vector<Socket> death_;             // [local]: its pidfd
   std::vector<bool> gone_before_watched_;  // [local]
