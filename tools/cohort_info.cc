@@ -100,10 +100,20 @@ int print_algorithms(int argc, char** argv) {
   }
   std::fputs(cohort::AlgorithmTable::for_config(shape).describe().c_str(), stdout);
   if (shape.topology == cohort::Topology::kHosts) {
-    std::printf("\n# between hosts (the leaders' step of a hierarchical all_reduce)\n");
-    std::fputs(
-        cohort::AlgorithmTable::for_config(cohort::GroupShape::flat(shape.hosts), true).describe().c_str(),
-        stdout);
+    std::printf("\n# between hosts: the leaders' step of a hierarchical all_reduce\n");
+    std::fputs(cohort::AlgorithmTable::for_config(cohort::GroupShape::between_hosts(shape.hosts, 1), true)
+                   .describe()
+                   .c_str(),
+               stdout);
+    std::printf(
+        "\n# between hosts: each column's step of a hierarchical all_gather and reduce_scatter (%d columns a "
+        "host's link)\n",
+        shape.most_per_host);
+    std::fputs(cohort::AlgorithmTable::for_config(
+                   cohort::GroupShape::between_hosts(shape.hosts, shape.most_per_host), true)
+                   .describe()
+                   .c_str(),
+               stdout);
   }
   return 0;
 }

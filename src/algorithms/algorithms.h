@@ -24,9 +24,12 @@ struct AlgoContext {
   Deadline deadline;
   const std::string& what;        // "all_reduce #5 of group 0", for errors
   std::vector<uint8_t>& scratch;  // reused across operations; grows as needed
-  // The table for the step between hosts of a hierarchical collective
-  // (one rank a host); null: the cost model's defaults.
+  // The tables for the step between hosts of a hierarchical collective:
+  // all_reduce's among one leader a host, all_gather's and
+  // reduce_scatter's within each column (every local rank's at once;
+  // GroupShape::between_hosts). Null: the cost model's defaults.
   const AlgorithmTable* leaders = nullptr;
+  const AlgorithmTable* columns = nullptr;
 
   // tag makes each step's messages unique within the group.
   uint64_t tag(uint32_t step) const { return (sequence << 24) | (step & 0xFFFFFFu); }
@@ -64,6 +67,15 @@ Status reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
 // then a binomial gather of the reduced blocks into the root (large
 // buffers at many ranks).
 Status halving_gather_reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
+
+// pipelined_tree_broadcast and pipelined_tree_reduce: down (up) a binary
+// tree in segments, each rank passing one segment on while the next comes
+// in (medium sizes at many ranks; pipelined_tree.cc).
+Status pipelined_tree_broadcast(AlgoContext& c, const Buffer& buf, int root);
+Status pipelined_tree_reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
+// pipelined_tree_segment_bytes: the trees' segment for a buffer of `total`
+// bytes (whole elements), for the cost model.
+size_t pipelined_tree_segment_bytes(size_t total, size_t element_bytes);
 
 // all_gather fills outputs[q] with rank q's input on every rank (counts may
 // differ between ranks; outputs[rank] may alias input).

@@ -31,6 +31,13 @@ struct GroupShape {
   // of is `ranks` ranks on `hosts` hosts (evenly, as far as they go), with
   // shared memory within a host.
   static GroupShape of(int ranks, int hosts);
+  // between_hosts is the group a hierarchical collective's step between
+  // hosts runs in: one rank a host, each host's link shared by `sharing`
+  // such groups at once (1 for all_reduce's leaders; a host's ranks for
+  // the columns of all_gather and reduce_scatter, which all run at once).
+  static GroupShape between_hosts(int hosts, int sharing) {
+    return GroupShape{hosts, hosts, sharing, Topology::kNetwork};
+  }
   std::string describe() const;  // "32 ranks on 8 hosts (4 a host)"
 };
 

@@ -18,12 +18,19 @@
 // that has finished its hops (or is about to start them), so the copies
 // through shared memory hide behind the link.
 //
+// The column step is the ring only where the between-hosts table says so
+// (AlgoContext::columns, priced for H ranks that each share their host's
+// link with the host's other columns): at many hosts and small blocks its
+// H-1 dependent steps cost more than Bruck's or recursive halving's log2 H,
+// which then run over the column, one step after the host's, unpipelined.
+//
 // Where hosts hold different numbers of ranks, or the blocks differ in
 // size, the flat ring runs instead (every rank sees the same shapes, so
 // every rank takes the same path).
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/dispatch.h"
 #include "algorithms/shm_direct.h"
 #include "algorithms/sub_transport.h"
 #include "reduce/reduce.h"
@@ -69,6 +76,12 @@ bool same_sizes(const std::vector<Buffer>& buffers) {
     if (b.bytes() != buffers.front().bytes()) return false;
   }
   return true;
+}
+
+// splits_into_columns: every host has the same ranks (two or more), there
+// are two hosts or more, and every block has one size.
+bool splits_into_columns(const HostGrid& g, const std::vector<Buffer>& blocks) {
+  return g.even && g.local.size() >= 2 && g.columns[0].size() >= 2 && same_sizes(blocks);
 }
 
 // The host's step runs through shared memory when the slots hold exactly
@@ -171,6 +184,103 @@ uint8_t* at(const Buffer& b, size_t offset) {
   return static_cast<uint8_t*>(b.data) + offset;
 }
 
+// gather_within_host is all_gather's host step for elements [first,
+// first + elems) of every block: this rank's column's blocks (in the
+// outputs already) go to every local rank, and the other columns' come
+// back into the outputs. `packed` holds H x elems, `gathered` width times
+// that.
+Status gather_within_host(AlgoContext& c, shm::HostSlots* slots, const HostGrid& g,
+                          const std::vector<Buffer>& outputs, size_t first, size_t elems, DType dtype,
+                          uint8_t* packed, uint8_t* gathered) {
+  const size_t es = dtype_size(dtype), off = first * es, n = elems * es;
+  const size_t hosts = g.columns[0].size(), width = g.local.size();
+  const std::vector<int>& mine = g.columns[static_cast<size_t>(g.me_local)];
+  for (size_t h = 0; h < hosts; ++h) {
+    if (n) std::memcpy(packed + h * n, at(outputs[static_cast<size_t>(mine[h])], off), n);
+  }
+  const Buffer own{packed, hosts * elems, dtype};
+  std::vector<Buffer> host_outputs;
+  for (size_t j = 0; j < width; ++j) host_outputs.push_back(Buffer{gathered + j * hosts * n, own.count, dtype});
+  Status st = host_all_gather(c, slots, g, own, host_outputs);
+  if (!st.ok()) return st;
+  for (size_t j = 0; j < width; ++j) {
+    if (static_cast<int>(j) == g.me_local) continue;  // already in place
+    for (size_t h = 0; h < hosts; ++h) {
+      if (n) std::memcpy(at(outputs[static_cast<size_t>(g.columns[j][h])], off), gathered + (j * hosts + h) * n, n);
+    }
+  }
+  return Status::ok_status();
+}
+
+// sum_within_host is reduce_scatter's host step for elements [first,
+// first + elems) of every block: `summed` (H x elems) ends with the host's
+// sums of this rank's column's blocks. `packed` holds width x H x elems.
+Status sum_within_host(AlgoContext& c, shm::HostSlots* slots, const HostGrid& g,
+                       const std::vector<Buffer>& inputs, size_t first, size_t elems, DType dtype,
+                       ReduceOp::Kind op, uint8_t* packed, uint8_t* summed) {
+  const size_t es = dtype_size(dtype), off = first * es, n = elems * es;
+  const size_t hosts = g.columns[0].size(), width = g.local.size();
+  std::vector<Buffer> host_inputs;
+  for (size_t j = 0; j < width; ++j) {
+    for (size_t h = 0; h < hosts; ++h) {
+      if (n) std::memcpy(packed + (j * hosts + h) * n, at(inputs[static_cast<size_t>(g.columns[j][h])], off), n);
+    }
+    host_inputs.push_back(Buffer{packed + j * hosts * n, hosts * elems, dtype});
+  }
+  return host_reduce_scatter(c, slots, g, Buffer{summed, hosts * elems, dtype}, host_inputs, op);
+}
+
+// column_algorithm: the between-hosts table's choice for a column's step
+// with blocks of `bytes`; without a table (tests, tools), the cost model's.
+Result<Algorithm> column_algorithm(const AlgoContext& c, const HostGrid& g, Collective collective,
+                                   size_t bytes) {
+  if (c.columns) return c.columns->choose(collective, bytes);
+  const GroupShape column = GroupShape::between_hosts(static_cast<int>(g.columns[0].size()),
+                                                      static_cast<int>(g.local.size()));
+  return cheapest(collective, column, CostModel::from_config(), static_cast<double>(bytes));
+}
+
+// run_over_column runs `between` for `call` among this rank's column (its
+// own scratch: the caller's holds the host step's buffers).
+Status run_over_column(AlgoContext& c, const HostGrid& g, Algorithm between, const MessagePassingCall& call) {
+  SubTransport column(c.transport, g.columns[static_cast<size_t>(g.me_local)]);
+  AlgoContext column_context{column, c.sequence, c.deadline, c.what, inner_scratch()};
+  return run_message_passing(column_context, between, call);
+}
+
+// column_all_gather: the column's blocks by `between`, then the host's step.
+Status column_all_gather(AlgoContext& c, shm::HostSlots* slots, const HostGrid& g, const Buffer& input,
+                         const std::vector<Buffer>& outputs, Algorithm between) {
+  std::vector<Buffer> column_outputs;
+  for (int q : g.columns[static_cast<size_t>(g.me_local)]) column_outputs.push_back(outputs[static_cast<size_t>(q)]);
+  MessagePassingCall call(Collective::kAllGather);
+  call.input = input;
+  call.outputs = &column_outputs;
+  Status st = run_over_column(c, g, between, call);
+  if (!st.ok()) return st;
+  const size_t hosts = g.columns[0].size(), width = g.local.size(), n = input.bytes();
+  uint8_t* packed = c.scratch_bytes((1 + width) * hosts * n);
+  return gather_within_host(c, slots, g, outputs, 0, input.count, input.dtype, packed, packed + hosts * n);
+}
+
+// column_reduce_scatter: the host's sums first, then `between` adds the
+// hosts' up along the column. Every input is read before the output is
+// written, so the output may be one of them.
+Status column_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const HostGrid& g, const Buffer& output,
+                             const std::vector<Buffer>& inputs, ReduceOp::Kind op, Algorithm between) {
+  const size_t hosts = g.columns[0].size(), width = g.local.size(), n = output.bytes();
+  uint8_t* summed = c.scratch_bytes((width + 1) * hosts * n);
+  Status st = sum_within_host(c, slots, g, inputs, 0, output.count, output.dtype, op, summed + hosts * n, summed);
+  if (!st.ok()) return st;
+  std::vector<Buffer> column_inputs;
+  for (size_t h = 0; h < hosts; ++h) column_inputs.push_back(Buffer{summed + h * n, output.count, output.dtype});
+  MessagePassingCall call(Collective::kReduceScatter);
+  call.output = output;
+  call.inputs = &column_inputs;
+  call.op = op;
+  return run_over_column(c, g, between, call);
+}
+
 // The column step is a ring among the column's hosts, run as a wavefront:
 // in tick t, segment k takes its hop s = t - k (of H-1), so the ring moves
 // up to H-1 segments at once, each to the right neighbour. Each link then
@@ -216,12 +326,9 @@ uint64_t hop_tag(AlgoContext& c, uint32_t first_step, const ColumnRing& ring, si
   return c.tag(first_step + static_cast<uint32_t>(k * ring.hops() + s));
 }
 
-Status pipelined_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer& input,
+// The pipelines run where the grid splits_into_columns.
+Status pipelined_all_gather(AlgoContext& c, shm::HostSlots* slots, const HostGrid& g, const Buffer& input,
                             const std::vector<Buffer>& outputs, uint32_t first_step) {
-  const HostGrid g = grid_of(c.transport);
-  if (!g.even || g.local.size() < 2 || g.columns[0].size() < 2 || !same_sizes(outputs)) {
-    return all_gather(c, input, outputs);
-  }
   Transport& t = c.transport;
   const size_t es = dtype_size(input.dtype), count = input.count;
   const size_t hosts = g.columns[0].size(), width = g.local.size();
@@ -259,24 +366,9 @@ Status pipelined_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer&
     // Within the host, while the network carries the next tick: the
     // segment whose last hop this tick was.
     const size_t k = tick - (hosts - 2);
-    const size_t off = k * seg * es, elems = std::min(seg, count - k * seg), n = elems * es;
-    for (size_t h = 0; h < hosts; ++h) {
-      if (n) std::memcpy(packed + h * n, at(outputs[static_cast<size_t>(mine[h])], off), n);
-    }
-    const Buffer own{packed, hosts * elems, input.dtype};
-    std::vector<Buffer> host_outputs;
-    for (size_t j = 0; j < width; ++j)
-      host_outputs.push_back(Buffer{gathered + j * hosts * n, own.count, input.dtype});
-    st = host_all_gather(c, slots, g, own, host_outputs);
+    st = gather_within_host(c, slots, g, outputs, k * seg, std::min(seg, count - k * seg), input.dtype, packed,
+                            gathered);
     if (!st.ok()) return abandon(c, flights, st);
-    for (size_t j = 0; j < width; ++j) {
-      if (static_cast<int>(j) == g.me_local) continue;  // already in place
-      for (size_t h = 0; h < hosts; ++h) {
-        if (n)
-          std::memcpy(at(outputs[static_cast<size_t>(g.columns[j][h])], off), gathered + (j * hosts + h) * n,
-                      n);
-      }
-    }
   }
   return Status::ok_status();
 }
@@ -286,12 +378,8 @@ Status pipelined_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer&
 // ring: hop s sends the running total of block me-s-1 and brings in the
 // total of block me-s-2, to which this host's sum is added before the
 // next hop sends it on; the last hop brings in this rank's own block.
-Status pipelined_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buffer& output,
+Status pipelined_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const HostGrid& g, const Buffer& output,
                                 const std::vector<Buffer>& inputs, ReduceOp::Kind op, uint32_t first_step) {
-  const HostGrid g = grid_of(c.transport);
-  if (!g.even || g.local.size() < 2 || g.columns[0].size() < 2 || !same_sizes(inputs)) {
-    return reduce_scatter(c, output, inputs, op);
-  }
   Transport& t = c.transport;
   const size_t es = dtype_size(output.dtype), count = output.count;
   const size_t hosts = g.columns[0].size(), width = g.local.size();
@@ -343,18 +431,9 @@ Status pipelined_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buf
     if (tick < ring.segments) {
       // Within the host (while the network carries the tick before): this
       // rank ends with the host's sums of its column's blocks.
-      const size_t k = tick, off = k * seg_bytes, elems = std::min(seg, count - k * seg), n = elems * es;
-      std::vector<Buffer> host_inputs;
-      for (size_t j = 0; j < width; ++j) {
-        for (size_t h = 0; h < hosts; ++h) {
-          if (n)
-            std::memcpy(packed + (j * hosts + h) * n, at(inputs[static_cast<size_t>(g.columns[j][h])], off),
-                        n);
-        }
-        host_inputs.push_back(Buffer{packed + j * hosts * n, hosts * elems, output.dtype});
-      }
-      Status st =
-          host_reduce_scatter(c, slots, g, Buffer{summed(k), hosts * elems, output.dtype}, host_inputs, op);
+      const size_t k = tick;
+      Status st = sum_within_host(c, slots, g, inputs, k * seg, std::min(seg, count - k * seg), output.dtype, op,
+                                  packed, summed(k));
       if (!st.ok()) return abandon(c, flights, st);
     }
     if (tick >= 1) {
@@ -375,12 +454,22 @@ bool hosts_hold_equal_ranks(const Transport& t) {
 
 Status hierarchical_all_gather(AlgoContext& c, shm::HostSlots* slots, const Buffer& input,
                                const std::vector<Buffer>& outputs) {
-  return pipelined_all_gather(c, slots, input, outputs, 0);
+  const HostGrid g = grid_of(c.transport);
+  if (!splits_into_columns(g, outputs)) return all_gather(c, input, outputs);
+  Result<Algorithm> between = column_algorithm(c, g, Collective::kAllGather, input.bytes());
+  if (!between.ok()) return between.status();
+  if (between.value() == Algorithm::kRing) return pipelined_all_gather(c, slots, g, input, outputs, 0);
+  return column_all_gather(c, slots, g, input, outputs, between.value());
 }
 
 Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const Buffer& output,
                                    const std::vector<Buffer>& inputs, ReduceOp::Kind op) {
-  return pipelined_reduce_scatter(c, slots, output, inputs, op, 0);
+  const HostGrid g = grid_of(c.transport);
+  if (!splits_into_columns(g, inputs)) return reduce_scatter(c, output, inputs, op);
+  Result<Algorithm> between = column_algorithm(c, g, Collective::kReduceScatter, output.bytes());
+  if (!between.ok()) return between.status();
+  if (between.value() == Algorithm::kRing) return pipelined_reduce_scatter(c, slots, g, output, inputs, op, 0);
+  return column_reduce_scatter(c, slots, g, output, inputs, op, between.value());
 }
 
 Status all_reduce_in_shares(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op) {
@@ -389,15 +478,17 @@ Status all_reduce_in_shares(AlgoContext& c, shm::HostSlots* slots, const Buffer&
   std::vector<Buffer> blocks;
   for (size_t q = 0; q < p; ++q)
     blocks.push_back(Buffer{static_cast<uint8_t*>(buf.data) + q * block * es, block, buf.dtype});
-  // In place: each segment of this rank's block is read (packed for the
-  // host) before its sum is written back.
-  Status st = pipelined_reduce_scatter(c, slots, blocks[me], blocks, op, 0);
+  // Large buffers only (hierarchical.cc), whose shares the column ring
+  // carries at the link's speed. In place: each segment of this rank's
+  // block is read (packed for the host) before its sum is written back.
+  const HostGrid g = grid_of(c.transport);
+  Status st = pipelined_reduce_scatter(c, slots, g, blocks[me], blocks, op, 0);
   if (!st.ok()) return st;
   // The all_gather's steps start past the reduce_scatter's (one a segment
   // and hop).
-  const size_t hops = grid_of(c.transport).columns[0].size() - 1;
+  const size_t hops = g.columns[0].size() - 1;
   const uint32_t after = static_cast<uint32_t>(segments_of(block, es) * hops);
-  return pipelined_all_gather(c, slots, blocks[me], blocks, after);
+  return pipelined_all_gather(c, slots, g, blocks[me], blocks, after);
 }
 
 }  // namespace cohort

@@ -126,6 +126,23 @@ double halving_gather_cost(Collective, const GroupShape& s, const CostModel& m, 
          ceil_log2(s.ranks) * l.latency_s / 2 + (p - 1) / p * n / l.bytes_per_s;
 }
 
+// Down (or up) a binary tree in segments: the deepest rank hears the last
+// segment after depth + S - 1 hops, each carrying a segment to both of a
+// rank's children (or in from both), their latencies overlapping. The
+// depth is counted as the bound counts it, ceil(log2 P): the heap's is at
+// most one hop less, which the second child's queued send gives back.
+double pipelined_tree_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  const double segment =
+      std::min(n, static_cast<double>(pipelined_tree_segment_bytes(static_cast<size_t>(n), 1)));
+  const double segments = std::max(1.0, std::ceil(n / std::max(segment, 1.0)));
+  const double fan = std::min(2, s.ranks - 1);
+  const double hops = ceil_log2(s.ranks) + segments - 1;
+  const double hop = one_way_seconds(l, fan * segment) + fan * m.message_s +
+                     (c == Collective::kReduce ? m.reduce_s(fan * segment) : 0.0);
+  return hops * hop;
+}
+
 double direct_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
   // Every message posted at once: the root's link carries P-1 blocks, and
   // the root handles P-1 messages.
@@ -160,19 +177,20 @@ double shm_direct_cost(Collective c, const GroupShape& s, const CostModel& m, do
   }
 }
 
-// Within each host through shared memory, then between one rank of each
-// host: the leaders' step is the cheapest flat algorithm for the hosts.
+// Within each host through shared memory, then between hosts: the step
+// between them is the cheapest flat algorithm there (selection.h's
+// between-hosts tables make the same choice at run time).
 double hierarchical_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
-  const GroupShape leaders = GroupShape::flat(s.hosts);
-  const double r = s.most_per_host;
   double between = 0;
   if (c == Collective::kAllReduce) {
-    cheapest(Collective::kAllReduce, leaders, m, n, &between);
+    cheapest(Collective::kAllReduce, GroupShape::between_hosts(s.hosts, 1), m, n, &between);
     return 2 * m.shm_direct.seconds(n) + m.reduce_s(n) + between;
   }
-  // all_gather and reduce_scatter: each host's block (its ranks' blocks)
-  // goes round a ring of the hosts.
-  between = (s.hosts - 1) * m.network.seconds(r * n);
+  // all_gather and reduce_scatter: each rank's column (its local index on
+  // every host) exchanges its blocks, every column of a host at once over
+  // the host's link; the host's copies of the whole result through shared
+  // memory, before (reduce_scatter) or after.
+  cheapest(c, GroupShape::between_hosts(s.hosts, s.most_per_host), m, n, &between);
   return m.shm_direct.seconds(s.ranks * n) + between +
          (c == Collective::kReduceScatter ? m.reduce_s(s.ranks * n) : 0.0);
 }
@@ -216,6 +234,9 @@ const std::vector<AlgorithmEntry>& entries() {
        scatter_all_gather_cost, "a scatter from the root, then Bruck's all_gather: 2(P-1)/P of the data"},
       {Algorithm::kHalvingGather, "halving_gather", bit(Collective::kReduce), kAnywhere, halving_gather_cost,
        "recursive halving, then a binomial gather of the blocks: about 2 log2 P steps, 2(P-1)/P of the data"},
+      {Algorithm::kPipelinedTree, "pipelined_tree", bit(Collective::kBroadcast) | bit(Collective::kReduce),
+       kAnywhere, pipelined_tree_cost,
+       "a binary tree in segments: ceil(log2 P) + S - 1 hops of a segment, twice the buffer a rank's link"},
       {Algorithm::kDirect, "direct", bit(Collective::kGather) | bit(Collective::kScatter), kAnywhere,
        direct_cost, "the root exchanges with every rank at once"},
       {Algorithm::kPairwise, "pairwise", bit(Collective::kAllToAll), kAnywhere, pairwise_cost,

@@ -34,6 +34,7 @@ enum class Algorithm {
   kRecursiveHalving,  // reduce_scatter in log2 P steps
   kScatterAllGather,  // broadcast as a scatter, then Bruck's all_gather
   kHalvingGather,     // reduce as recursive halving, then a binomial gather
+  kPipelinedTree,     // broadcast and reduce along a binary tree in segments
 };
 
 // AlgorithmCost prices one call of `bytes` (per rank, as the table counts

@@ -52,8 +52,11 @@ Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, con
   if (generation != table_generation_) {
     table_generation_ = generation;
     table_ = AlgorithmTable::for_config(shape_);
-    if (topology_ == Topology::kHosts)
-      leaders_table_ = AlgorithmTable::for_config(GroupShape::flat(shape_.hosts), true);
+    if (topology_ == Topology::kHosts) {
+      leaders_table_ = AlgorithmTable::for_config(GroupShape::between_hosts(shape_.hosts, 1), true);
+      columns_table_ =
+          AlgorithmTable::for_config(GroupShape::between_hosts(shape_.hosts, shape_.most_per_host), true);
+    }
   }
   auto algorithm = table_.choose(collective, bytes);
   if (log_choices_ && algorithm.ok())
@@ -134,7 +137,7 @@ AlgoContext NativeBackend::context(const OpContext& op, bool direct) {
   // has to sleep: it keeps the blocking call's unconverted one. The others
   // look at it on every send and poll.
   return AlgoContext{*transport_, op.sequence, direct ? op.deadline : op.deadline.resolved(),
-                     *op.what,    scratch_,    &leaders_table_};
+                     *op.what,    scratch_,    &leaders_table_, &columns_table_};
 }
 
 void NativeBackend::premultiply(const Buffer& buffer, ReduceOp reduce_op) {

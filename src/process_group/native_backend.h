@@ -81,12 +81,15 @@ class NativeBackend : public Backend {
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)
   std::vector<uint8_t> premul_;   // PREMUL_SUM's scaled copy of the inputs
   bool log_choices_ = false;      // COHORT_DEBUG is info or detail, read at creation
-  // The algorithm table of this group's shape, and of its hosts' leaders,
-  // built at creation and again when the config changes (COHORT_ALGO):
-  // a choice is then an array lookup. Touched by the driving thread only.
+  // The algorithm table of this group's shape, and of its steps between
+  // hosts (all_reduce's leaders, all_gather's and reduce_scatter's
+  // columns), built at creation and again when the config changes
+  // (COHORT_ALGO): a choice is then an array lookup. Touched by the
+  // driving thread only.
   GroupShape shape_;
   AlgorithmTable table_;
   AlgorithmTable leaders_table_;
+  AlgorithmTable columns_table_;
   uint64_t table_generation_ = ~uint64_t{0};
   ChoiceLog choice_log_;
   std::vector<SendRequest> fingerprint_sends_;  // reused by exchange_fingerprints

@@ -82,6 +82,31 @@ TEST(ScheduleSimulation, ABinomialBroadcastIsItsDepthOfOneWayHops) {
   EXPECT_LE(report.value().call.seconds, 3 * (transfer + 10e-6) + 1e-9);
 }
 
+TEST(ScheduleSimulation, APipelinedTreeBroadcastIsItsDepthPlusItsSegmentsOfHops) {
+  // 64 ranks, 64 KiB: eight segments of 8 KiB down a binary tree six deep.
+  // The last segment reaches the deepest rank after 6 + 8 - 1 hops, each
+  // a segment to both children (their latencies overlapping), where the
+  // binomial tree's six hops each carry the whole buffer.
+  const size_t n = 64 << 10, segment = 8 << 10;
+  const int p = 64, depth = 6, segments = 8;
+  const double hops = depth + segments - 1, two = 2.0 * segment / 1e9;
+  auto tree =
+      run_simulation(forcing(Algorithm::kPipelinedTree, Collective::kBroadcast, n, p, p), round_model());
+  ASSERT_TRUE(tree.ok()) << tree.status().message();
+  EXPECT_EQ(tree.value().call.messages, static_cast<size_t>((p - 1) * segments));
+  EXPECT_GE(tree.value().call.seconds, hops * two - 1e-9);
+  EXPECT_LE(tree.value().call.seconds, hops * (two + 10e-6) + 1e-9);
+  auto binomial =
+      run_simulation(forcing(Algorithm::kBinomialTree, Collective::kBroadcast, n, p, p), round_model());
+  ASSERT_TRUE(binomial.ok());
+  EXPECT_LT(tree.value().call.seconds, binomial.value().call.seconds);
+  // Its reduce runs the same tree upwards, reducing what comes in.
+  auto up = run_simulation(forcing(Algorithm::kPipelinedTree, Collective::kReduce, n, p, p), round_model());
+  ASSERT_TRUE(up.ok()) << up.status().message();
+  EXPECT_EQ(up.value().call.messages, static_cast<size_t>((p - 1) * segments));
+  EXPECT_GE(up.value().call.seconds, hops * two - 1e-9);
+}
+
 TEST(ScheduleSimulation, RanksOfAHostShareItsLink) {
   // all_to_all, 2 hosts x 4 ranks: each host's 4 ranks each send a block to
   // each of the 4 ranks of the other host: 16 blocks over each host's link.

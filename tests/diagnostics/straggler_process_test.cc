@@ -25,12 +25,46 @@ uint16_t free_port() {
   return local_port(listen_tcp("", 0).value().fd());  // free once the socket closes
 }
 
+// HeldPorts holds `count` consecutive free ports (a metrics base and the
+// ports of the ranks after it) until release(), so that no port chosen in
+// the meantime (the job's store) lands inside the range.
+class HeldPorts {
+ public:
+  explicit HeldPorts(int count) {
+    for (int attempt = 0; attempt < 100 && held_.empty(); ++attempt) {
+      auto first = listen_tcp("", 0);
+      if (!first.ok()) continue;
+      base_ = local_port(first.value().fd());
+      held_.push_back(std::move(first.value()));
+      for (int i = 1; i < count; ++i) {
+        if (base_ + i > 65535) {
+          held_.clear();
+          break;
+        }
+        auto next = listen_tcp("", static_cast<uint16_t>(base_ + i));
+        if (!next.ok()) {
+          held_.clear();
+          break;
+        }
+        held_.push_back(std::move(next.value()));
+      }
+    }
+    if (held_.empty()) ADD_FAILURE() << "no " << count << " consecutive free ports";
+  }
+  uint16_t base() const { return base_; }
+  void release() { held_.clear(); }
+
+ private:
+  uint16_t base_ = 0;
+  std::vector<Socket> held_;
+};
+
 class StragglerJob {
  public:
   // `joined`: each rank waits for its summary to count that many (-1: no wait).
   StragglerJob(int world, int victim, int steps, int sleep_ms, std::vector<std::string> env = {},
-               int joined = -1)
-      : port_(free_port()) {
+               int joined = -1, uint16_t store_port = 0)
+      : port_(store_port ? store_port : free_port()) {
     char dir[] = "/tmp/cohort-straggler-job-XXXXXX";
     if (mkdtemp(dir)) dir_ = dir;
     env.push_back("COHORT_TRACE_DIR=" + dir_);
@@ -194,8 +228,13 @@ TEST(StragglerProcesses, AJobWithoutAStragglerNamesNone) {
 }
 
 TEST(StragglerProcesses, CohortTopAndTheMetricsEndpointNameTheStragglerOfALiveJob) {
-  const uint16_t metrics = free_port();
-  StragglerJob job(4, 2, 200, 20, {"COHORT_METRICS_PORT=" + std::to_string(metrics)});
+  // Each rank serves at the base plus its local rank: the four are held
+  // while the job's store port is chosen, so none of them can be it.
+  HeldPorts held(4);
+  const uint16_t metrics = held.base();
+  const uint16_t store = free_port();
+  held.release();
+  StragglerJob job(4, 2, 200, 20, {"COHORT_METRICS_PORT=" + std::to_string(metrics)}, -1, store);
   ASSERT_NE(job.ranks[0]->read_line(seconds(60)).find("rank 0 step 1"), std::string::npos);
   int code = 0;
   const std::string screen = StragglerJob::tool(
@@ -205,15 +244,20 @@ TEST(StragglerProcesses, CohortTopAndTheMetricsEndpointNameTheStragglerOfALiveJo
   EXPECT_NE(screen.find("all_reduce"), std::string::npos) << screen;
   // Rank 1's endpoint (the base port plus its local rank); its copy of the
   // group's summary follows rank 0's within a second.
+  // Bounded by total time, not tries: one try may wait out http_get's own
+  // deadlines, and a silent 250 s would hide which part hung.
   std::string text;
   std::map<int, double> waits;
-  for (int tries = 0; tries < 50 && waits.size() < 4; ++tries) {
+  const Deadline give_up = Deadline::after(seconds(30));
+  for (int tries = 0; waits.size() < 4 && !give_up.expired(); ++tries) {
     if (tries) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     text = http_get(static_cast<uint16_t>(metrics + 1), "/metrics");
     waits = waited_for(text);
   }
+  ASSERT_EQ(waits.size(), 4u) << "rank 1's endpoint at port " << metrics + 1
+                              << " did not show all four ranks within 30 s; its last answer:\n"
+                              << text;
   check_exposition(text);
-  ASSERT_EQ(waits.size(), 4u) << text;
   int most = 0;
   for (const auto& [rank, s] : waits) {
     if (s > waits.at(most)) most = rank;

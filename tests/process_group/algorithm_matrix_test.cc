@@ -5,7 +5,8 @@
 // every root; counts over 1 MiB in float32 and float16 only, which keeps
 // its 150 cases to a few minutes on 2 cores). The list comes from the registry, so a new entry is tested
 // without editing this file. shm_direct and hierarchical run in the
-// matrix's shm and mixed paths.
+// matrix's shm and mixed paths, and the hierarchical collectives' step
+// between hosts has an axis of its own (ColumnsMatrix).
 #include <gtest/gtest.h>
 
 #include "algorithms/registry.h"
@@ -88,6 +89,59 @@ std::string forced_name(const ::testing::TestParamInfo<Forced>& info) {
 
 INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, AlgorithmMatrix, ::testing::ValuesIn(every_forced_algorithm()),
                          forced_name);
+
+// The step between hosts of a hierarchical all_gather and reduce_scatter
+// (each column's, COHORT_ALGO's leaders. items) forced to each algorithm
+// that can run it, on pretend hosts of 2 and 3 ranks sharing memory, 2 to
+// 6 hosts (non-powers of two fold in and out); hosts of unequal size (7
+// ranks, 2 a host) run flat, and must still agree.
+struct BetweenHosts {
+  Algorithm algorithm;
+  Collective collective;
+  int world;
+  int per_host;
+};
+
+std::vector<BetweenHosts> every_columns_algorithm() {
+  std::vector<BetweenHosts> all;
+  for (Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+    for (const AlgorithmEntry& e : algorithm_registry()) {
+      if (!e.fits(Topology::kNetwork) || !e.runs(c)) continue;
+      for (auto [world, per_host] : {std::pair{4, 2}, {6, 2}, {7, 2}, {10, 2}, {12, 2}, {9, 3}, {12, 3}})
+        all.push_back(BetweenHosts{e.algorithm, c, world, per_host});
+    }
+  }
+  return all;
+}
+
+class ColumnsMatrix : public ::testing::TestWithParam<BetweenHosts> {
+ protected:
+  void SetUp() override {
+    const BetweenHosts& b = GetParam();
+    set_config("COHORT_SHM_RANKS_PER_HOST", std::to_string(b.per_host));
+    large_count_dtypes() = LargeCountDtypes::kFloat32AndFloat16;
+    set_config("COHORT_ALGO",
+               std::string("leaders.") + collective_name(b.collective) + "=" + algorithm_name(b.algorithm));
+  }
+  void TearDown() override {
+    reset_config("COHORT_SHM_RANKS_PER_HOST");
+    reset_config("COHORT_ALGO");
+    large_count_dtypes() = LargeCountDtypes::kOnePerElementSize;
+  }
+};
+
+TEST_P(ColumnsMatrix, Check) {
+  const BetweenHosts& b = GetParam();
+  for (auto check : checks_of(b.collective)) run_ranks(b.world, check, std::chrono::seconds(120));
+}
+
+std::string columns_name(const ::testing::TestParamInfo<BetweenHosts>& info) {
+  return std::string(algorithm_name(info.param.algorithm)) + "_" + collective_name(info.param.collective) +
+         "_P" + std::to_string(info.param.world) + "_" + std::to_string(info.param.per_host) + "_a_host";
+}
+
+INSTANTIATE_TEST_SUITE_P(BetweenHosts, ColumnsMatrix, ::testing::ValuesIn(every_columns_algorithm()),
+                         columns_name);
 
 }  // namespace
 }  // namespace cohort::testing

@@ -147,6 +147,77 @@ TEST(AlgorithmSelection, LeadersOverridesApplyBetweenHostsOnly) {
   reset_config("COHORT_ALGO");
 }
 
+// The step between hosts of all_gather and reduce_scatter runs in every
+// column at once (a host's ranks share its link): a ring of the hosts
+// only where its H-1 steps are not the cost; at 64 hosts x 8 ranks and
+// small blocks, log2 H steps (issue 48: "64 hosts x 8 ranks is not a ring
+// of 64").
+TEST(AlgorithmSelection, TheColumnsStepBetweenManyHostsTakesLogSteps) {
+  reset_config("COHORT_ALGO");
+  const CostModel m = CostModel::from_config();
+  const AlgorithmTable columns = AlgorithmTable::for_config(GroupShape::between_hosts(64, 8), true);
+  EXPECT_EQ(columns.choose(Collective::kAllGather, 4 << 10).value(), Algorithm::kBruck);
+  EXPECT_EQ(columns.choose(Collective::kReduceScatter, 4 << 10).value(), Algorithm::kRecursiveHalving);
+  EXPECT_EQ(columns.choose(Collective::kAllGather, 64 << 20).value(), Algorithm::kRing);
+  EXPECT_EQ(columns.choose(Collective::kReduceScatter, 64 << 20).value(), Algorithm::kRing);
+  // Two hosts: one step either way, and the ring copies less.
+  const AlgorithmTable two = AlgorithmTable::for_config(GroupShape::between_hosts(2, 8), true);
+  EXPECT_EQ(two.choose(Collective::kAllGather, 4).value(), Algorithm::kRing);
+  // The hierarchical entry prices what runs: under 63 latencies for a small
+  // all_gather at 64 x 8, and its link's share counted (8 columns a link).
+  const GroupShape big = GroupShape::of(512, 64);
+  const double small = registry_entry(Algorithm::kHierarchical).cost(Collective::kAllGather, big, m, 1024);
+  EXPECT_LT(small, 63 * m.network.latency_s);
+  EXPECT_GT(small, 6 * m.network.latency_s);
+  const double large =
+      registry_entry(Algorithm::kHierarchical).cost(Collective::kAllGather, big, m, double(1 << 20));
+  EXPECT_GT(large, 63.0 * 8 * (1 << 20) / m.network.bytes_per_s);
+  // A leaders. override reaches the columns too, and one that cannot run
+  // there is refused by name.
+  set_config("COHORT_ALGO", "leaders.all_gather=ring,leaders.reduce_scatter=bruck");
+  const AlgorithmTable forced = AlgorithmTable::for_config(GroupShape::between_hosts(64, 8), true);
+  EXPECT_EQ(forced.choose(Collective::kAllGather, 4).value(), Algorithm::kRing);
+  auto refused = forced.choose(Collective::kReduceScatter, 4);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("bruck cannot run reduce_scatter"), std::string::npos)
+      << refused.status().message();
+  reset_config("COHORT_ALGO");
+}
+
+// At many ranks a medium broadcast goes down the binary tree in segments:
+// the binomial tree's hops each carry the whole buffer (issue 48's
+// "segmented trees"); small ones stay on the binomial tree.
+TEST(AlgorithmSelection, MediumBroadcastsAtManyRanksGoDownAPipelinedTree) {
+  reset_config("COHORT_ALGO");
+  const AlgorithmTable table = AlgorithmTable::for_config(GroupShape::flat(1024));
+  EXPECT_EQ(table.choose(Collective::kBroadcast, 64 << 10).value(), Algorithm::kPipelinedTree);
+  EXPECT_EQ(table.choose(Collective::kBroadcast, 4).value(), Algorithm::kBinomialTree);
+  EXPECT_EQ(table.choose(Collective::kReduce, 4).value(), Algorithm::kBinomialTree);
+  const CostModel m = CostModel::from_config();
+  const GroupShape big = GroupShape::flat(1024);
+  EXPECT_LT(registry_entry(Algorithm::kPipelinedTree).cost(Collective::kBroadcast, big, m, 64 << 10),
+            registry_entry(Algorithm::kBinomialTree).cost(Collective::kBroadcast, big, m, 64 << 10));
+}
+
+// A hierarchical all_gather whose columns' override cannot run fails with
+// the override's reason on every rank, rather than running something else.
+TEST(AlgorithmSelection, ARefusedColumnsOverrideFailsTheHierarchicalCollective) {
+  set_config("COHORT_SHM_RANKS_PER_HOST", "2");
+  set_config("COHORT_ALGO", "leaders.all_gather=recursive_halving");
+  run_ranks(4, [](ProcessGroup& g) {
+    std::vector<float> in(8, 1.0f), out(32, 0.0f);
+    try {
+      g.all_gather_into_tensor(Buffer::of(out), Buffer::of(in));
+      ADD_FAILURE() << "a refused override ran";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("recursive_halving cannot run all_gather"), std::string::npos)
+          << e.what();
+    }
+  });
+  reset_config("COHORT_ALGO");
+  reset_config("COHORT_SHM_RANKS_PER_HOST");
+}
+
 // The cost model never prices an algorithm below what any algorithm must
 // pay (ceil(log2 P) latencies, or the bytes over a rank's link), and the
 // table's predictions say how far each choice is from that bound.
