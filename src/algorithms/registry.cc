@@ -74,6 +74,14 @@ double binomial_tree_cost(Collective c, const GroupShape& s, const CostModel& m,
   return steps * one_way_seconds(l, n) + (c == Collective::kReduce ? steps * m.reduce_s(n) : 0.0);
 }
 
+// Down a tree (or up) in segments: the first segment reaches the deepest
+// rank after `depth` hops, each a one-way latency and a segment's work;
+// every later segment comes one segment's work behind it, its latency
+// hidden behind the segments already in flight.
+double segmented_cost(const LinkCost& l, double depth, double segments, double segment_work) {
+  return depth * (l.latency_s / 2 + segment_work) + (segments - 1) * segment_work;
+}
+
 double chain_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
   const LinkCost l = m.messages(s);
   const double segment = static_cast<double>(chain_segment_bytes(static_cast<size_t>(n)));
@@ -126,21 +134,20 @@ double halving_gather_cost(Collective, const GroupShape& s, const CostModel& m, 
          ceil_log2(s.ranks) * l.latency_s / 2 + (p - 1) / p * n / l.bytes_per_s;
 }
 
-// Down (or up) a binary tree in segments: the deepest rank hears the last
-// segment after depth + S - 1 hops, each carrying a segment to both of a
-// rank's children (or in from both), their latencies overlapping. The
-// depth is counted as the bound counts it, ceil(log2 P): the heap's is at
-// most one hop less, which the second child's queued send gives back.
+// Down (or up) a binary tree in segments, each hop carrying a segment to
+// both of a rank's children (or in from both, and adding them): a rank
+// handles three messages a segment, its parent's and its children's. The depth
+// is counted as the bound counts it, ceil(log2 P): the heap's is at most
+// one hop less, which the second child's queued send gives back.
 double pipelined_tree_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
   const LinkCost l = m.messages(s);
   const double segment =
       std::min(n, static_cast<double>(pipelined_tree_segment_bytes(static_cast<size_t>(n), 1)));
   const double segments = std::max(1.0, std::ceil(n / std::max(segment, 1.0)));
   const double fan = std::min(2, s.ranks - 1);
-  const double hops = ceil_log2(s.ranks) + segments - 1;
-  const double hop = one_way_seconds(l, fan * segment) + fan * m.message_s +
-                     (c == Collective::kReduce ? m.reduce_s(fan * segment) : 0.0);
-  return hops * hop;
+  const double work = fan * segment / l.bytes_per_s + (fan + 1) * m.message_s +
+                      (c == Collective::kReduce ? m.reduce_s(fan * segment) : 0.0);
+  return segmented_cost(l, ceil_log2(s.ranks), segments, work);
 }
 
 double direct_cost(Collective, const GroupShape& s, const CostModel& m, double n) {

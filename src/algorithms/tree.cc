@@ -1,7 +1,7 @@
 // broadcast and reduce on a binomial tree rooted at `root`: ceil(log2 P)
 // rounds. Large broadcasts go down the tree in segments, so that a rank
-// forwards segment k while its parent already sends segment k+1. And the
-// tree's degenerate case for large broadcasts over a network: a chain.
+// forwards segment k while its parent already sends segment k+1 (the
+// chain, the tree's degenerate case, is in pipelined_tree.cc).
 #include <algorithm>
 #include <cstring>
 
@@ -14,13 +14,6 @@ namespace {
 constexpr size_t kSegmentBytes = 1 << 20;
 
 }  // namespace
-
-// A chain's segment: an eighth of the buffer, so that the P-1 segments of
-// fill cost little against the whole, between 16 KiB (a step's fixed cost
-// stays small against its transfer) and 256 KiB (~1 ms at 2 Gbit/s).
-size_t chain_segment_bytes(size_t total) {
-  return std::min<size_t>(256 << 10, std::max<size_t>(16 << 10, total / 8));
-}
 
 Status broadcast(AlgoContext& c, const Buffer& buf, int root) {
   const int p = c.transport.size();
@@ -58,42 +51,6 @@ Status broadcast(AlgoContext& c, const Buffer& buf, int root) {
         sends[ns++] = SendRequest{real(vr + m), MessageKind::kCollective, c.tag(step), data + off, n};
     }
     Status st = c.transport.exchange(sends, ns, nullptr, 0, c.deadline, c.what);
-    if (!st.ok()) return st;
-  }
-  return Status::ok_status();
-}
-
-Status chain_broadcast(AlgoContext& c, const Buffer& buf, int root) {
-  const int p = c.transport.size();
-  if (p == 1) return Status::ok_status();
-  const int r = c.transport.rank();
-  const int parent = r == root ? -1 : (r - 1 + p) % p;
-  const int child = (r + 1) % p == root ? -1 : (r + 1) % p;
-  auto* data = static_cast<uint8_t*>(buf.data);
-  const size_t total = buf.bytes();
-  const size_t segment = chain_segment_bytes(total);
-  const size_t segments = total == 0 ? 1 : (total + segment - 1) / segment;
-  auto length = [&](size_t k) { return std::min(segment, total - k * segment); };
-  // At step k a rank receives segment k from its parent while it passes
-  // segment k-1 on to its child; the root sends segment k at step k.
-  for (size_t k = 0; k <= segments; ++k) {
-    SendRequest send{};
-    RecvRequest recv{};
-    size_t ns = 0, nr = 0;
-    const bool has_forward = parent < 0 ? k < segments : k >= 1;
-    if (child >= 0 && has_forward) {
-      const size_t s = parent < 0 ? k : k - 1;
-      send = SendRequest{child, MessageKind::kCollective, c.tag(static_cast<uint32_t>(s)), data + s * segment,
-                         length(s)};
-      ns = 1;
-    }
-    if (parent >= 0 && k < segments) {
-      recv = RecvRequest{parent, MessageKind::kCollective, c.tag(static_cast<uint32_t>(k)),
-                         data + k * segment, length(k)};
-      nr = 1;
-    }
-    if (ns + nr == 0) continue;
-    Status st = c.transport.exchange(&send, ns, &recv, nr, c.deadline, c.what);
     if (!st.ok()) return st;
   }
   return Status::ok_status();
