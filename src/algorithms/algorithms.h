@@ -73,6 +73,13 @@ Status halving_gather_reduce(AlgoContext& c, const Buffer& buf, int root, Reduce
 // in (medium sizes at many ranks; pipelined_tree.cc).
 Status pipelined_tree_broadcast(AlgoContext& c, const Buffer& buf, int root);
 Status pipelined_tree_reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
+// knomial_broadcast and knomial_reduce: on a tree of radix kKnomialRadix,
+// ceil(log_k P) levels of up to k-1 children each (small buffers at many
+// ranks; knomial_tree.cc).
+constexpr int kKnomialRadix = 4;
+Status knomial_broadcast(AlgoContext& c, const Buffer& buf, int root);
+Status knomial_reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op);
+
 // pipelined_tree_segment_bytes: the trees' segment for a buffer of `total`
 // bytes (whole elements), for the cost model.
 size_t pipelined_tree_segment_bytes(size_t total, size_t element_bytes);

@@ -18,10 +18,12 @@ Status run_message_passing(AlgoContext& c, Algorithm a, const MessagePassingCall
       if (a == Algorithm::kChain) return chain_broadcast(c, call.buffer, call.root);
       if (a == Algorithm::kScatterAllGather) return scatter_all_gather_broadcast(c, call.buffer, call.root);
       if (a == Algorithm::kPipelinedTree) return pipelined_tree_broadcast(c, call.buffer, call.root);
+      if (a == Algorithm::kKnomialTree) return knomial_broadcast(c, call.buffer, call.root);
       return broadcast(c, call.buffer, call.root);
     case Collective::kReduce:
       if (a == Algorithm::kHalvingGather) return halving_gather_reduce(c, call.buffer, call.root, call.op);
       if (a == Algorithm::kPipelinedTree) return pipelined_tree_reduce(c, call.buffer, call.root, call.op);
+      if (a == Algorithm::kKnomialTree) return knomial_reduce(c, call.buffer, call.root, call.op);
       return reduce(c, call.buffer, call.root, call.op);
     case Collective::kAllGather:
       if (a == Algorithm::kBruck) return bruck_all_gather(c, call.input, *call.outputs);

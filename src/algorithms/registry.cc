@@ -153,6 +153,19 @@ double pipelined_tree_cost(Collective c, const GroupShape& s, const CostModel& m
   return segmented_cost(l, ceil_log2(s.ranks), segments, work);
 }
 
+// A tree of radix k: ceil(log_k P) levels, each a rank's k-1 messages one
+// after another on its link (a broadcast's sends, a reduce's receives and
+// their reductions), their latencies overlapping.
+double knomial_tree_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
+  const LinkCost l = m.messages(s);
+  int levels = 0;
+  for (int reach = 1; reach < s.ranks; reach *= kKnomialRadix) ++levels;
+  const double fan = std::min(kKnomialRadix - 1, s.ranks - 1);
+  const double level = l.latency_s / 2 + fan * (m.message_s + n / l.bytes_per_s) +
+                       (c == Collective::kReduce ? fan * m.reduce_s(n) : 0.0);
+  return levels * level;
+}
+
 double direct_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
   // Every message posted at once: the root's link carries P-1 blocks, and
   // the root handles P-1 messages.
@@ -247,6 +260,8 @@ const std::vector<AlgorithmEntry>& entries() {
       {Algorithm::kPipelinedTree, "pipelined_tree", bit(Collective::kBroadcast) | bit(Collective::kReduce),
        kAnywhere, pipelined_tree_cost,
        "a binary tree in segments: ceil(log2 P) + S - 1 hops of a segment, twice the buffer a rank's link"},
+      {Algorithm::kKnomialTree, "knomial_tree", bit(Collective::kBroadcast) | bit(Collective::kReduce),
+       kAnywhere, knomial_tree_cost, "ceil(log4 P) levels of up to 3 children each, the whole buffer to each"},
       {Algorithm::kDirect, "direct", bit(Collective::kGather) | bit(Collective::kScatter), kAnywhere,
        direct_cost, "the root exchanges with every rank at once"},
       {Algorithm::kPairwise, "pairwise", bit(Collective::kAllToAll), kAnywhere, pairwise_cost,
@@ -293,6 +308,21 @@ std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape) {
   return "";
 }
 
+// The least time for a message to reach `ranks` ranks when every rank that
+// has it may post it on every `post` seconds, each landing `flight` after
+// it leaves (the postal model): the ranks reached by t are those reached
+// by t - post and one more for each rank reached by t - flight. A rank
+// posting one message a flight (post >= flight) gives the binomial tree's
+// ceil(log2 P) flights; posting faster than that, a k-nomial tree beats it.
+double postal_reach_seconds(int ranks, double flight, double post) {
+  if (ranks <= 1) return 0;
+  if (post <= 0 || post >= flight) return ceil_log2(ranks) * flight;
+  const size_t lag = static_cast<size_t>(std::max(1.0, std::round(flight / post)));
+  std::vector<double> reached(lag, 1.0);  // reached[t]: by time t posts
+  while (reached.back() < ranks) reached.push_back(reached.back() + reached[reached.size() - lag]);
+  return static_cast<double>(reached.size() - 1) * post;
+}
+
 LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& model, double bytes) {
   // Across hosts what binds is a host's link: the bytes that must cross
   // it at its whole rate, and the steps between hosts (within a host they
@@ -309,7 +339,8 @@ LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& m
   const int steps_between = ceil_log2(static_cast<int>(hosts));
   const double latency = hosts <= 1 ? 0.0
                          : direct   ? l.latency_s
-                                    : steps_between * (one_way ? l.latency_s / 2 : l.latency_s);
+                         : one_way  ? postal_reach_seconds(static_cast<int>(hosts), l.latency_s / 2, model.message_s)
+                                    : steps_between * l.latency_s;
   double carried = 0;  // over the busiest host's link, one way
   switch (c) {
     case Collective::kAllReduce:

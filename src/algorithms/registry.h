@@ -35,6 +35,7 @@ enum class Algorithm {
   kScatterAllGather,  // broadcast as a scatter, then Bruck's all_gather
   kHalvingGather,     // reduce as recursive halving, then a binomial gather
   kPipelinedTree,     // broadcast and reduce along a binary tree in segments
+  kKnomialTree,       // broadcast and reduce on a tree of radix 4
 };
 
 // AlgorithmCost prices one call of `bytes` (per rank, as the table counts
@@ -72,7 +73,9 @@ std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape);
 
 // LowerBound: no algorithm runs `c` faster, in the cost model: ceil(log2 H)
 // latencies between H hosts (information reaches one more host a step at
-// best; one for gather, scatter and all_to_all, which need no relay) or
+// best; one for gather, scatter and all_to_all, which need no relay;
+// broadcast and reduce: the postal model's time to reach H hosts, each
+// posting a message every message_s, each one-way, half a latency) or
 // the bytes the busiest host's link must carry at its whole rate
 // (all_reduce: 2(H-1)/H of the buffer; broadcast: the buffer; gather and
 // scatter: the blocks of every rank off the root's host; all_gather,

@@ -215,7 +215,7 @@ inline constexpr KnobSpec kAlgo{
     "'leaders.collective...' for the step between hosts of a hierarchical one; e.g. "
     "'all_gather:0-64K:bruck,all_gather:64K-:ring'. Names: ring, recursive_doubling, "
     "halving_doubling, bruck (all_gather), recursive_halving (reduce_scatter), binomial_tree, "
-    "chain and scatter_all_gather (broadcast), halving_gather (reduce), pipelined_tree (broadcast, "
+    "chain and scatter_all_gather (broadcast), halving_gather (reduce), pipelined_tree and knomial_tree (broadcast, "
     "reduce), direct, pairwise, dissemination, shm_direct (all "
     "ranks on one host), hierarchical (several hosts). An item that cannot run on a group is "
     "refused: that collective fails, naming the item and why."};

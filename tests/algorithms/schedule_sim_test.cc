@@ -82,6 +82,34 @@ TEST(ScheduleSimulation, ABinomialBroadcastIsItsDepthOfOneWayHops) {
   EXPECT_LE(report.value().call.seconds, 3 * (transfer + 10e-6) + 1e-9);
 }
 
+TEST(ScheduleSimulation, AKnomialTreeTakesItsLevelsByHand) {
+  // 16 ranks, radix 4: two levels. The root sends to 4, 8 and 12, then to
+  // 1, 2 and 3, six buffers queued on its link; 12, its third, passes the
+  // buffer on to 13, 14 and 15, the last of which hears after six
+  // transfers and two hops' latency at most.
+  const size_t n = 1 << 20;
+  const int p = 16;
+  const double transfer = n / 1e9;
+  auto report = run_simulation(forcing(Algorithm::kKnomialTree, Collective::kBroadcast, n, p, p), round_model());
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report.value().call.messages, static_cast<size_t>(p - 1));
+  EXPECT_DOUBLE_EQ(report.value().call.most_bytes_on_a_link, 6.0 * n);
+  EXPECT_GE(report.value().call.seconds, 6 * transfer + 10e-6 - 1e-9);
+  EXPECT_LE(report.value().call.seconds, 6 * (transfer + 10e-6) + 1e-9);
+  // Its reduce is the same tree upwards: the root takes in six buffers.
+  auto up = run_simulation(forcing(Algorithm::kKnomialTree, Collective::kReduce, n, p, p), round_model());
+  ASSERT_TRUE(up.ok()) << up.status().message();
+  EXPECT_EQ(up.value().call.messages, static_cast<size_t>(p - 1));
+  EXPECT_GE(up.value().call.seconds, 6 * transfer - 1e-9);
+  // At 1K ranks and 4 bytes it is half the binomial tree's depth.
+  auto small = run_simulation(forcing(Algorithm::kKnomialTree, Collective::kBroadcast, 4, 1024, 1024),
+                              round_model());
+  auto binomial = run_simulation(forcing(Algorithm::kBinomialTree, Collective::kBroadcast, 4, 1024, 1024),
+                                 round_model());
+  ASSERT_TRUE(small.ok() && binomial.ok());
+  EXPECT_LT(small.value().call.seconds, 0.6 * binomial.value().call.seconds);
+}
+
 TEST(ScheduleSimulation, APipelinedTreeBroadcastIsItsDepthPlusItsSegmentsOfHops) {
   // 64 ranks, 64 KiB: eight segments of 8 KiB down a binary tree six deep.
   // The last segment reaches the deepest rank after 6 + 8 - 1 hops, each
