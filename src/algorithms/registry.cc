@@ -317,10 +317,25 @@ std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape) {
 double postal_reach_seconds(int ranks, double flight, double post) {
   if (ranks <= 1) return 0;
   if (post <= 0 || post >= flight) return ceil_log2(ranks) * flight;
-  const size_t lag = static_cast<size_t>(std::max(1.0, std::round(flight / post)));
+  // In whole posts, rounded down: a bound may be early, never late.
+  const size_t lag = static_cast<size_t>(std::max(1.0, std::floor(flight / post)));
   std::vector<double> reached(lag, 1.0);  // reached[t]: by time t posts
   while (reached.back() < ranks) reached.push_back(reached.back() + reached[reached.size() - lag]);
   return static_cast<double>(reached.size() - 1) * post;
+}
+
+// A broadcast's (or, backwards, a reduce's) least time for `bytes`: some
+// last piece of s bytes leaves the root only after the (bytes - s) before
+// it, and then must reach every rank, each hop carrying its s bytes, each
+// rank posting it on once its link is free. The least over s.
+double one_way_bound_seconds(int ranks, const LinkCost& l, double message_s, double bytes) {
+  double best = postal_reach_seconds(ranks, l.latency_s / 2 + bytes / l.bytes_per_s,
+                                     message_s + bytes / l.bytes_per_s);
+  for (double s = 64; s < bytes; s *= 2) {
+    const double last = postal_reach_seconds(ranks, l.latency_s / 2 + s / l.bytes_per_s, message_s + s / l.bytes_per_s);
+    best = std::min(best, (bytes - s) / l.bytes_per_s + last);
+  }
+  return best;
 }
 
 LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& model, double bytes) {
@@ -361,7 +376,11 @@ LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& m
       carried = (p - m) * m * bytes;
   }
   const double transfer = carried / l.bytes_per_s;
-  return LowerBound{std::max(latency, transfer), latency >= transfer};
+  // A broadcast's or reduce's latency and bytes bind together: the last
+  // bytes out of the root still have the tree's depth to go.
+  const double together =
+      one_way && hosts > 1 ? one_way_bound_seconds(static_cast<int>(hosts), l, model.message_s, bytes) : 0.0;
+  return LowerBound{std::max({latency, transfer, together}), latency >= transfer};
 }
 
 Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
