@@ -1,9 +1,9 @@
 // connect_group.h: a group's transport, assembled: the ranks join the TCP
-// mesh (tcp/connect.h), this host's shared memory is set up for the peers
-// that share it (shm/connect.h), TCP connects the rest, and the engine
-// runs over their links (engine.h). The one
-// place that knows both kinds of link; neither tcp/ nor shm/ includes the
-// other.
+// mesh (tcp/connect.h, the rank's seat and every address), then the kinds
+// of link are tried in order for each peer (link_kinds.h: this host's
+// shared memory for the peers that share it, TCP for the rest), and the
+// engine runs over their links (engine.h). The one place that lists the
+// kinds; neither tcp/ nor shm/ includes the other.
 #pragma once
 
 #include <memory>
@@ -33,6 +33,7 @@ struct ConnectedGroup {
 // wire (transport/wire.h) drives them itself.
 struct ConnectedLinks {
   std::vector<std::unique_ptr<Link>> links;  // null at this rank's index
+  std::vector<std::string> kind_of;          // each peer's kind of link ("TCP", "shared memory"); "" for this rank
   std::unique_ptr<Acceptor> acceptor;        // lazy TCP only
   EngineOptions options;
   std::shared_ptr<shm::Arena> arena;
