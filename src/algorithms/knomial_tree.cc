@@ -87,7 +87,8 @@ Status knomial_reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kin
     const std::vector<int> children = children_at(at.virtual_rank, m, p);
     std::vector<RecvRequest> recvs;
     for (size_t i = 0; i < children.size(); ++i)
-      recvs.push_back(RecvRequest{real(children[i]), MessageKind::kCollective, c.tag(0), incoming + i * n, n});
+      recvs.push_back(
+          RecvRequest{real(children[i]), MessageKind::kCollective, c.tag(0), incoming + i * n, n});
     if (recvs.empty()) continue;
     Status st = c.transport.exchange(nullptr, 0, recvs.data(), recvs.size(), c.deadline, c.what);
     if (!st.ok()) return st;

@@ -139,9 +139,9 @@ double halving_gather_cost(Collective, const GroupShape& s, const CostModel& m, 
 
 // Down (or up) a binary tree in segments, each hop carrying a segment to
 // both of a rank's children (or in from both, and adding them): a rank
-// handles three messages a segment, its parent's and its children's. The depth
-// is counted as the bound counts it, ceil(log2 P): the heap's is at most
-// one hop less, which the second child's queued send gives back.
+// handles three messages a segment, its parent's and its children's. The
+// depth is counted as the bound counts it, ceil(log2 P): the heap's is at
+// most one hop less, which the second child's queued send gives back.
 double pipelined_tree_cost(Collective c, const GroupShape& s, const CostModel& m, double n) {
   const LinkCost l = m.messages(s);
   const double segment =
@@ -261,7 +261,8 @@ const std::vector<AlgorithmEntry>& entries() {
        kAnywhere, pipelined_tree_cost,
        "a binary tree in segments: ceil(log2 P) + S - 1 hops of a segment, twice the buffer a rank's link"},
       {Algorithm::kKnomialTree, "knomial_tree", bit(Collective::kBroadcast) | bit(Collective::kReduce),
-       kAnywhere, knomial_tree_cost, "ceil(log4 P) levels of up to 3 children each, the whole buffer to each"},
+       kAnywhere, knomial_tree_cost,
+       "ceil(log4 P) levels of up to 3 children each, the whole buffer to each"},
       {Algorithm::kDirect, "direct", bit(Collective::kGather) | bit(Collective::kScatter), kAnywhere,
        direct_cost, "the root exchanges with every rank at once"},
       {Algorithm::kPairwise, "pairwise", bit(Collective::kAllToAll), kAnywhere, pairwise_cost,
@@ -313,10 +314,12 @@ std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape) {
 // it leaves (the postal model): the ranks reached by t are those reached
 // by t - post and one more for each rank reached by t - flight. A rank
 // posting one message a flight (post >= flight) gives the binomial tree's
-// ceil(log2 P) flights; posting faster than that, a k-nomial tree beats it.
+// ceil(log2 P) flights; posting faster than that, a k-nomial tree beats it;
+// posting free, the root reaches everyone in one flight.
 double postal_reach_seconds(int ranks, double flight, double post) {
   if (ranks <= 1) return 0;
-  if (post <= 0 || post >= flight) return ceil_log2(ranks) * flight;
+  if (post <= 0) return flight;
+  if (post >= flight) return ceil_log2(ranks) * flight;
   // In whole posts, rounded down: a bound may be early, never late.
   const size_t lag = static_cast<size_t>(std::max(1.0, std::floor(flight / post)));
   std::vector<double> reached(lag, 1.0);  // reached[t]: by time t posts
@@ -332,7 +335,8 @@ double one_way_bound_seconds(int ranks, const LinkCost& l, double message_s, dou
   double best = postal_reach_seconds(ranks, l.latency_s / 2 + bytes / l.bytes_per_s,
                                      message_s + bytes / l.bytes_per_s);
   for (double s = 64; s < bytes; s *= 2) {
-    const double last = postal_reach_seconds(ranks, l.latency_s / 2 + s / l.bytes_per_s, message_s + s / l.bytes_per_s);
+    const double hop = s / l.bytes_per_s;
+    const double last = postal_reach_seconds(ranks, l.latency_s / 2 + hop, message_s + hop);
     best = std::min(best, (bytes - s) / l.bytes_per_s + last);
   }
   return best;
@@ -354,7 +358,8 @@ LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& m
   const int steps_between = ceil_log2(static_cast<int>(hosts));
   const double latency = hosts <= 1 ? 0.0
                          : direct   ? l.latency_s
-                         : one_way  ? postal_reach_seconds(static_cast<int>(hosts), l.latency_s / 2, model.message_s)
+                         : one_way  ? postal_reach_seconds(static_cast<int>(hosts), l.latency_s / 2,
+                                                           model.message_s)
                                     : steps_between * l.latency_s;
   double carried = 0;  // over the busiest host's link, one way
   switch (c) {

@@ -23,7 +23,8 @@ Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<i
   // through its shared memory alone, with no TCP connection between them
   // (at 128 ranks on a host, 8128 fewer).
   std::vector<std::unique_ptr<LinkKind>> kinds;
-  if (with_shared_memory && config_string(knobs::kShm) != "off" && size > 1) kinds.push_back(shm::shm_link_kind());
+  const bool shared_memory = with_shared_memory && config_string(knobs::kShm) != "off" && size > 1;
+  if (shared_memory) kinds.push_back(shm::shm_link_kind());
   const bool lazy = allow_lazy && config_string(knobs::kTcpConnect) == "lazy";
   kinds.push_back(tcp::tcp_link_kind(std::move(mesh.value()), lazy));
   const GroupMeeting meeting{store, rank, global_ranks, addresses, deadline};

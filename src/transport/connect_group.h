@@ -33,7 +33,9 @@ struct ConnectedGroup {
 // wire (transport/wire.h) drives them itself.
 struct ConnectedLinks {
   std::vector<std::unique_ptr<Link>> links;  // null at this rank's index
-  std::vector<std::string> kind_of;          // each peer's kind of link ("TCP", "shared memory"); "" for this rank
+  // kind_of[q]: the kind of link that reaches peer q ("TCP", "shared
+  // memory"); "" for this rank.
+  std::vector<std::string> kind_of;
   std::unique_ptr<Acceptor> acceptor;        // lazy TCP only
   EngineOptions options;
   std::shared_ptr<shm::Arena> arena;

@@ -44,7 +44,8 @@ class LinkKind {
   virtual bool can_connect(int peer) const = 0;
   // connect: the links to `mine` (mine[q]: this kind was the first to
   // reach q), into group.links. Every rank runs each kind's, in order.
-  virtual Status connect(const GroupMeeting& meeting, const std::vector<bool>& mine, ConnectedLinks& group) = 0;
+  virtual Status connect(const GroupMeeting& meeting, const std::vector<bool>& mine,
+                         ConnectedLinks& group) = 0;
 };
 
 // connect_by_kinds sets up every kind, gives each peer to the first kind

@@ -90,7 +90,8 @@ TEST(ScheduleSimulation, AKnomialTreeTakesItsLevelsByHand) {
   const size_t n = 1 << 20;
   const int p = 16;
   const double transfer = n / 1e9;
-  auto report = run_simulation(forcing(Algorithm::kKnomialTree, Collective::kBroadcast, n, p, p), round_model());
+  auto report =
+      run_simulation(forcing(Algorithm::kKnomialTree, Collective::kBroadcast, n, p, p), round_model());
   ASSERT_TRUE(report.ok()) << report.status().message();
   EXPECT_EQ(report.value().call.messages, static_cast<size_t>(p - 1));
   EXPECT_DOUBLE_EQ(report.value().call.most_bytes_on_a_link, 6.0 * n);
