@@ -10,7 +10,6 @@
 // root, with no nonzero digit, has every place value below P). MPICH's
 // k-nomial broadcast uses the same tree.
 #include <cstring>
-#include <vector>
 
 #include "algorithms/algorithms.h"
 #include "reduce/reduce.h"
@@ -39,12 +38,17 @@ KnomialPlace knomial_place(int rank, int root, int p) {
   return at;
 }
 
-// The children at place value m (virtual ranks).
-std::vector<int> children_at(int v, int m, int p) {
-  std::vector<int> out;
-  for (int j = 1; j < kKnomialRadix && v + j * m < p; ++j) out.push_back(v + j * m);
-  return out;
+// The children at place value m (virtual ranks) into `out`; returns how
+// many (at most kKnomialRadix - 1).
+int children_at(int v, int m, int p, int* out) {
+  int n = 0;
+  for (int j = 1; j < kKnomialRadix && v + j * m < p; ++j) out[n++] = v + j * m;
+  return n;
 }
+
+// A rank has at most k-1 children at each of its levels, and an int rank
+// fits in 16 base-4 digits: no allocation per call.
+constexpr int kMostChildren = (kKnomialRadix - 1) * 16;
 
 }  // namespace
 
@@ -59,13 +63,16 @@ Status knomial_broadcast(AlgoContext& c, const Buffer& buf, int root) {
     if (!st.ok()) return st;
   }
   // Every child at once, the largest subtrees (highest place values) first.
-  std::vector<SendRequest> sends;
+  SendRequest sends[kMostChildren];
+  size_t ns = 0;
+  int children[kKnomialRadix - 1];
   for (int m = at.top / kKnomialRadix; m >= 1; m /= kKnomialRadix) {
-    for (int child : children_at(at.virtual_rank, m, p))
-      sends.push_back(SendRequest{real(child), MessageKind::kCollective, c.tag(0), buf.data, n});
+    const int count = children_at(at.virtual_rank, m, p, children);
+    for (int i = 0; i < count; ++i)
+      sends[ns++] = SendRequest{real(children[i]), MessageKind::kCollective, c.tag(0), buf.data, n};
   }
-  if (sends.empty()) return Status::ok_status();
-  return c.transport.exchange(sends.data(), sends.size(), nullptr, 0, c.deadline, c.what);
+  if (ns == 0) return Status::ok_status();
+  return c.transport.exchange(sends, ns, nullptr, 0, c.deadline, c.what);
 }
 
 Status knomial_reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kind op) {
@@ -83,16 +90,16 @@ Status knomial_reduce(AlgoContext& c, const Buffer& buf, int root, ReduceOp::Kin
   uint8_t* incoming = space + own;
   if (own) std::memcpy(acc, buf.data, n);
   // The smallest subtrees finish first: level by level from place value 1.
+  int children[kKnomialRadix - 1];
+  RecvRequest recvs[kKnomialRadix - 1];
   for (int m = 1; m < at.top; m *= kKnomialRadix) {
-    const std::vector<int> children = children_at(at.virtual_rank, m, p);
-    std::vector<RecvRequest> recvs;
-    for (size_t i = 0; i < children.size(); ++i)
-      recvs.push_back(
-          RecvRequest{real(children[i]), MessageKind::kCollective, c.tag(0), incoming + i * n, n});
-    if (recvs.empty()) continue;
-    Status st = c.transport.exchange(nullptr, 0, recvs.data(), recvs.size(), c.deadline, c.what);
+    const int count = children_at(at.virtual_rank, m, p, children);
+    if (count == 0) continue;
+    for (int i = 0; i < count; ++i)
+      recvs[i] = RecvRequest{real(children[i]), MessageKind::kCollective, c.tag(0), incoming + i * n, n};
+    Status st = c.transport.exchange(nullptr, 0, recvs, static_cast<size_t>(count), c.deadline, c.what);
     if (!st.ok()) return st;
-    for (size_t i = 0; i < recvs.size(); ++i) reduce_into(buf.dtype, op, acc, incoming + i * n, buf.count);
+    for (int i = 0; i < count; ++i) reduce_into(buf.dtype, op, acc, incoming + i * n, buf.count);
   }
   if (at.parent < 0) return Status::ok_status();
   return sendrecv(c, 0, real(at.parent), acc, n, -1, nullptr, 0);
