@@ -151,6 +151,11 @@ inline size_t ring_segment_bytes(size_t max_block_bytes, size_t element_bytes) {
   return std::max(usual, for_the_tags);
 }
 
+// column_pipeline_segments: how many segments the hierarchical
+// all_gather's and reduce_scatter's pipeline cuts a block of `block_bytes`
+// into (hierarchical_gather_scatter.cc; the cost model prices by it).
+size_t column_pipeline_segments(size_t block_bytes);
+
 // ring_segment_tag is segment k's tag in step `step` of a segmented ring.
 inline uint64_t ring_segment_tag(const AlgoContext& c, uint32_t step, uint32_t k) {
   return c.tag(((step & 0xFFFu) << 12) | k);

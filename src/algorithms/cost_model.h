@@ -38,6 +38,11 @@ struct GroupShape {
   static GroupShape between_hosts(int hosts, int sharing) {
     return GroupShape{hosts, hosts, sharing, Topology::kNetwork};
   }
+  // hosts_hold_equal_ranks: several hosts, each with most_per_host (two or
+  // more) of the ranks.
+  bool hosts_hold_equal_ranks() const {
+    return hosts >= 2 && most_per_host >= 2 && ranks == hosts * most_per_host;
+  }
   std::string describe() const;  // "32 ranks on 8 hosts (4 a host)"
 };
 

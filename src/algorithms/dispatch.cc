@@ -3,7 +3,8 @@
 namespace cohort {
 
 bool runs_over_messages(Algorithm algorithm) {
-  return algorithm != Algorithm::kShmDirect && algorithm != Algorithm::kHierarchical;
+  return algorithm != Algorithm::kShmDirect && algorithm != Algorithm::kHierarchical &&
+         algorithm != Algorithm::kHierarchicalShares;
 }
 
 Status run_message_passing(AlgoContext& c, Algorithm a, const MessagePassingCall& call) {

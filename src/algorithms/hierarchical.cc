@@ -1,11 +1,15 @@
-// Hierarchical all_reduce for a group that spans hosts. Small: reduce
-// within each host (straight through shared memory), all_reduce among one
-// leader per host (over TCP), then broadcast within each host; only one
-// rank per host puts the data on the network, and the hosts' links carry
-// 1/k of what a flat ring over all k ranks of a host would send. Large,
-// with the same number of ranks on every host: a hierarchical
-// reduce_scatter and all_gather (each local rank carries its share over
-// the network, pipelined with the host's copies).
+// Hierarchical all_reduce for a group that spans hosts. Through the
+// leaders (the table's hierarchical): reduce within each host (straight
+// through shared memory), all_reduce among one leader per host (over TCP),
+// then broadcast within each host; only one rank per host puts the data on
+// the network, and the hosts' links carry 1/k of what a flat ring over all
+// k ranks of a host would send. In shares (hierarchical_shares, large
+// buffers where every host holds the same number of ranks): a hierarchical
+// reduce_scatter and all_gather, every local rank carrying its share over
+// the network in parallel streams, pipelined with the host's copies
+// through shared memory, where through the leader alone one rank's copies
+// and one stream bound it. The cost model decides between them
+// (registry.cc).
 #include "algorithms/shm_direct.h"
 #include "algorithms/sub_transport.h"
 
@@ -13,26 +17,21 @@ namespace cohort {
 
 namespace {
 
-// From this size on, with the same number of ranks on every host, every
-// local rank carries a share over the network (all_reduce_in_shares,
-// hierarchical_gather_scatter.cc): the host's link then carries the data
-// in parallel streams, pipelined with the copies through shared memory,
-// where through the leader alone one rank's copies and one stream bound it.
-constexpr size_t kSharesFromBytes = 1 << 20;
-
 Status through_leaders(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op);
 
 }  // namespace
 
-Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op) {
+Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op,
+                               bool in_shares) {
   const size_t p = static_cast<size_t>(c.transport.size());
-  if (buf.bytes() < kSharesFromBytes || !hosts_hold_equal_ranks(c.transport)) {
-    return through_leaders(c, slots, buf, op);
-  }
+  // The table offers shares only where the hosts hold equal ranks; the
+  // check stays, since a forced choice of a group seen differently must
+  // not split the ranks between the two paths (every rank sees the same).
+  if (!in_shares || !hosts_hold_equal_ranks(c.transport)) return through_leaders(c, slots, buf, op);
   // The first P x (count / P) elements in shares, the few left over
   // (fewer than P) through the leaders.
   const size_t body = buf.count / p * p;
-  Status st = all_reduce_in_shares(c, slots, Buffer{buf.data, body, buf.dtype}, op);
+  Status st = body ? all_reduce_in_shares(c, slots, Buffer{buf.data, body, buf.dtype}, op) : Status::ok_status();
   if (!st.ok() || body == buf.count) return st;
   const Buffer rest{static_cast<uint8_t*>(buf.data) + body * dtype_size(buf.dtype), buf.count - body,
                     buf.dtype};

@@ -472,14 +472,18 @@ Status hierarchical_reduce_scatter(AlgoContext& c, shm::HostSlots* slots, const 
   return column_reduce_scatter(c, slots, g, output, inputs, op, between.value());
 }
 
+size_t column_pipeline_segments(size_t block_bytes) {
+  return segments_of(block_bytes, 1);
+}
+
 Status all_reduce_in_shares(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op) {
   const size_t p = static_cast<size_t>(c.transport.size()), me = static_cast<size_t>(c.transport.rank());
   const size_t block = buf.count / p, es = dtype_size(buf.dtype);
   std::vector<Buffer> blocks;
   for (size_t q = 0; q < p; ++q)
     blocks.push_back(Buffer{static_cast<uint8_t*>(buf.data) + q * block * es, block, buf.dtype});
-  // Large buffers only (hierarchical.cc), whose shares the column ring
-  // carries at the link's speed. In place: each segment of this rank's
+  // Large buffers (the table's hierarchical_shares), whose shares the
+  // column ring carries at the link's speed. In place: each segment of this rank's
   // block is read (packed for the host) before its sum is written back.
   const HostGrid g = grid_of(c.transport);
   Status st = pipelined_reduce_scatter(c, slots, g, blocks[me], blocks, op, 0);

@@ -218,6 +218,22 @@ double hierarchical_cost(Collective c, const GroupShape& s, const CostModel& m, 
          (c == Collective::kReduceScatter ? m.reduce_s(s.ranks * n) : 0.0);
 }
 
+// all_reduce in shares (hierarchical.cc): a hierarchical reduce_scatter
+// then all_gather of P blocks, each column's ring carrying its block (the
+// host's link shared by its columns) while the host copies the segments
+// already through it: of the host's work (the copies in and out and the
+// reduction) and the link's, the smaller shows for one segment only.
+double hierarchical_shares_cost(Collective, const GroupShape& s, const CostModel& m, double n) {
+  const GroupShape columns = GroupShape::between_hosts(s.hosts, s.most_per_host);
+  const double block = n / s.ranks;
+  const double segments = static_cast<double>(column_pipeline_segments(static_cast<size_t>(block)));
+  const double link = ring_cost(Collective::kReduceScatter, columns, m, block) +
+                      ring_cost(Collective::kAllGather, columns, m, block);
+  const double host = 2 * m.shm_direct.seconds(n) + m.reduce_s(n);
+  const double host_steps = 2 * segments * 2 * m.shm_direct.latency_s;  // each segment's two host steps
+  return std::max(link, host) + std::min(link, host) / segments + host_steps;
+}
+
 const std::vector<AlgorithmEntry>& entries() {
   static const std::vector<AlgorithmEntry> kEntries = {
       {Algorithm::kShmDirect, "shm_direct",
@@ -234,7 +250,13 @@ const std::vector<AlgorithmEntry>& entries() {
       {Algorithm::kHierarchical, "hierarchical",
        bit(Collective::kAllReduce) | bit(Collective::kAllGather) | bit(Collective::kReduceScatter),
        bit(Topology::kHosts), hierarchical_cost,
-       "within each host through shared memory, then between hosts (each byte over a host's link once)"},
+       "within each host through shared memory, then between hosts (each byte over a host's link once; "
+       "all_reduce: through one leader a host)"},
+      {Algorithm::kHierarchicalShares, "hierarchical_shares", bit(Collective::kAllReduce), bit(Topology::kHosts),
+       hierarchical_shares_cost,
+       "equal ranks a host: a hierarchical reduce_scatter and all_gather, every local rank carrying its "
+       "share over the network, pipelined with the host's copies",
+       0, true},
       {Algorithm::kRecursiveDoubling, "recursive_doubling", bit(Collective::kAllReduce), kAnywhere,
        recursive_doubling_cost, "log2 P steps of the whole vector"},
       {Algorithm::kHalvingDoubling, "halving_doubling", bit(Collective::kAllReduce), kAnywhere,
@@ -305,6 +327,10 @@ std::string why_cannot_run(Algorithm a, Collective c, const GroupShape& shape) {
     if (a == Algorithm::kHierarchical)
       return "hierarchical needs several hosts with shared memory within them";
     return std::string(e.name) + " cannot run on " + shape.describe();
+  }
+  if (!e.can_run(c, shape)) {
+    return std::string(e.name) + " needs the same number of ranks (two or more) on every host, and " +
+           shape.describe() + " has not";
   }
   return "";
 }
@@ -391,7 +417,7 @@ LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& m
 Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
                    double* seconds) {
   for (const AlgorithmEntry& e : entries()) {
-    if (e.runs(c) && e.fits(shape.topology) && e.taken(shape.topology)) {
+    if (e.can_run(c, shape) && e.taken(shape.topology)) {
       if (seconds) *seconds = e.cost(c, shape, model, bytes);
       return e.algorithm;
     }
@@ -399,11 +425,39 @@ Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model
   const AlgorithmEntry* best = nullptr;
   double best_s = 0;
   for (const AlgorithmEntry& e : entries()) {
-    if (!e.runs(c) || !e.fits(shape.topology)) continue;
+    if (!e.can_run(c, shape)) continue;
     const double s = e.cost(c, shape, model, bytes);
     if (!best || s < best_s) best = &e, best_s = s;
   }
   if (seconds) *seconds = best_s;
+  return best ? best->algorithm : Algorithm::kDirect;
+}
+
+Algorithm cheapest_over(Collective c, const GroupShape& shape, const CostModel& model, double from,
+                        double to) {
+  if (to <= from) return cheapest(c, shape, model, from);
+  for (const AlgorithmEntry& e : entries()) {
+    if (e.can_run(c, shape) && e.taken(shape.topology)) return e.algorithm;
+  }
+  // Five sizes spread evenly on a log scale, both ends included: for a
+  // class of one doubling, every quarter of an octave.
+  constexpr int kSamples = 5;
+  double sizes[kSamples], best_at[kSamples];
+  for (int i = 0; i < kSamples; ++i) {
+    sizes[i] = from * std::pow(to / from, static_cast<double>(i) / (kSamples - 1));
+    cheapest(c, shape, model, sizes[i], &best_at[i]);
+  }
+  const AlgorithmEntry* best = nullptr;
+  double best_worst = 0;
+  for (const AlgorithmEntry& e : entries()) {
+    if (!e.can_run(c, shape)) continue;
+    double worst = 0;
+    for (int i = 0; i < kSamples; ++i) {
+      const double s = e.cost(c, shape, model, sizes[i]);
+      worst = std::max(worst, best_at[i] > 0 ? s / best_at[i] : (s > 0 ? HUGE_VAL : 1.0));
+    }
+    if (!best || worst < best_worst) best = &e, best_worst = worst;
+  }
   return best ? best->algorithm : Algorithm::kDirect;
 }
 

@@ -36,6 +36,8 @@ enum class Algorithm {
   kHalvingGather,     // reduce as recursive halving, then a binomial gather
   kPipelinedTree,     // broadcast and reduce along a binary tree in segments
   kKnomialTree,       // broadcast and reduce on a tree of radix 4
+  kHierarchicalShares,  // several hosts, equal ranks a host: all_reduce as a hierarchical
+                        // reduce_scatter and all_gather, every local rank carrying a share
 };
 
 // AlgorithmCost prices one call of `bytes` (per rank, as the table counts
@@ -55,10 +57,17 @@ struct AlgorithmEntry {
   // this entry whenever it runs the collective, whatever the model says
   // (measured faster there than the model can tell); 0 for most.
   uint32_t taken_on = 0;
+  // even_hosts_only: runs only where every host holds the same number of
+  // the group's ranks (two or more), as the columns of a host need.
+  bool even_hosts_only = false;
 
   bool runs(Collective c) const { return (collectives >> static_cast<int>(c)) & 1u; }
   bool fits(Topology t) const { return (topologies >> static_cast<int>(t)) & 1u; }
   bool taken(Topology t) const { return (taken_on >> static_cast<int>(t)) & 1u; }
+  // can_run: it runs `c` in `shape` (the collective, the topology, the hosts' ranks).
+  bool can_run(Collective c, const GroupShape& shape) const {
+    return runs(c) && fits(shape.topology) && (!even_hosts_only || shape.hosts_hold_equal_ranks());
+  }
 };
 
 // algorithm_registry: every entry, in a fixed order (ties go to the first).
@@ -91,5 +100,12 @@ LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& m
 // cheapest: the cheapest entry that runs `c` in `shape`, with its cost.
 Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
                    double* seconds = nullptr);
+
+// cheapest_over: the entry for every size in [from, to] at once, as a
+// table's size class needs: the one whose worst ratio to the cheapest at
+// any size of the range is least (sampled across it on a log scale). A
+// class priced at one end alone can take an algorithm that is slightly
+// ahead there and well behind at the other end.
+Algorithm cheapest_over(Collective c, const GroupShape& shape, const CostModel& model, double from, double to);
 
 }  // namespace cohort

@@ -81,9 +81,9 @@ AlgorithmTable AlgorithmTable::build(const GroupShape& shape, const CostModel& m
   t.model_ = model;
   for (int c = 0; c < kCollectives; ++c) {
     for (int k = 0; k < kClasses; ++k) {
-      // Priced at the class's largest size.
-      const double bytes = static_cast<double>(class_end(k) - 1);
-      t.chosen_[c][k] = cheapest(static_cast<Collective>(c), shape, model, bytes);
+      // Priced across the class, not at one of its ends.
+      t.chosen_[c][k] = cheapest_over(static_cast<Collective>(c), shape, model,
+                                      static_cast<double>(class_start(k)), static_cast<double>(class_end(k) - 1));
     }
   }
   std::stringstream ss(overrides);
@@ -207,7 +207,7 @@ std::string AlgorithmTable::describe() const {
       std::string runner_up;
       double second = 0;
       for (const AlgorithmEntry& e : algorithm_registry()) {
-        if (e.algorithm == a || !e.runs(collective) || !e.fits(shape_.topology)) continue;
+        if (e.algorithm == a || !e.can_run(collective, shape_)) continue;
         const double s = e.cost(collective, shape_, model_, top);
         if (runner_up.empty() || s < second) runner_up = e.name, second = s;
       }

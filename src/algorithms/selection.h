@@ -3,8 +3,9 @@
 // An AlgorithmTable is built when a group is made (and again when the
 // config changes): for each collective and size class (powers of two of
 // the bytes per rank) the cost model (cost_model.h) prices every entry of
-// the registry (registry.h) that can run in the group's shape, and the
-// cheapest wins. COHORT_ALGO's overrides, parsed then, go on top:
+// the registry (registry.h) that can run in the group's shape across the
+// class, and the one least behind the cheapest anywhere in it wins
+// (cheapest_over). COHORT_ALGO's overrides, parsed then, go on top:
 //
 //   collective=algorithm               every size
 //   collective:LO-HI:algorithm         LO <= bytes per rank < HI (K, M, G:

@@ -63,8 +63,12 @@ Status shm_barrier(AlgoContext& c, shm::HostSlots& a);
 
 // hierarchical_all_reduce reduces within each host (through `slots`, this
 // host's shared memory, when there is one), all_reduces among the hosts'
-// leaders, and broadcasts within each host (hierarchical.cc).
-Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op);
+// leaders, and broadcasts within each host (hierarchical.cc). With
+// `in_shares` (the table's hierarchical_shares, only where
+// hosts_hold_equal_ranks), every local rank carries a share instead
+// (all_reduce_in_shares), the few elements left over through the leaders.
+Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buffer& buf, ReduceOp::Kind op,
+                               bool in_shares);
 // hierarchical_all_gather and hierarchical_reduce_scatter put every byte
 // over the network once: per column of ranks (the same local index on
 // every host) over the network, and within each host through `slots`

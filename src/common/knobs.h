@@ -217,7 +217,8 @@ inline constexpr KnobSpec kAlgo{
     "halving_doubling, bruck (all_gather), recursive_halving (reduce_scatter), binomial_tree, "
     "chain and scatter_all_gather (broadcast), halving_gather (reduce), pipelined_tree and knomial_tree (broadcast, "
     "reduce), direct, pairwise, dissemination, shm_direct (all "
-    "ranks on one host), hierarchical (several hosts). An item that cannot run on a group is "
+    "ranks on one host), hierarchical (several hosts) and hierarchical_shares (all_reduce, the same "
+    "ranks on every host). An item that cannot run on a group is "
     "refused: that collective fails, naming the item and why."};
 
 inline constexpr KnobSpec kCostTcpUs{

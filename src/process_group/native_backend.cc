@@ -172,8 +172,10 @@ Status NativeBackend::all_reduce(const Buffer& buffer, ReduceOp reduce_op, const
     return direct_done(shm_all_reduce(c, *arena_, buffer, algorithm_op(reduce_op), folded_scale(reduce_op)),
                        op);
   }
-  if (algorithm.value() == Algorithm::kHierarchical) {
-    st = direct_done(hierarchical_all_reduce(c, arena_.get(), buffer, algorithm_op(reduce_op)), op);
+  if (algorithm.value() == Algorithm::kHierarchical || algorithm.value() == Algorithm::kHierarchicalShares) {
+    st = direct_done(hierarchical_all_reduce(c, arena_.get(), buffer, algorithm_op(reduce_op),
+                                             algorithm.value() == Algorithm::kHierarchicalShares),
+                     op);
   } else {
     MessagePassingCall call{Collective::kAllReduce};
     call.buffer = buffer;

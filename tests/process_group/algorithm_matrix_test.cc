@@ -100,6 +100,7 @@ struct BetweenHosts {
   Collective collective;
   int world;
   int per_host;
+  bool leaders = true;  // forced for the step between hosts (leaders.), else for the whole collective
 };
 
 std::vector<BetweenHosts> every_columns_algorithm() {
@@ -120,8 +121,8 @@ class ColumnsMatrix : public ::testing::TestWithParam<BetweenHosts> {
     const BetweenHosts& b = GetParam();
     set_config("COHORT_SHM_RANKS_PER_HOST", std::to_string(b.per_host));
     large_count_dtypes() = LargeCountDtypes::kFloat32AndFloat16;
-    set_config("COHORT_ALGO",
-               std::string("leaders.") + collective_name(b.collective) + "=" + algorithm_name(b.algorithm));
+    set_config("COHORT_ALGO", std::string(b.leaders ? "leaders." : "") + collective_name(b.collective) + "=" +
+                                  algorithm_name(b.algorithm));
   }
   void TearDown() override {
     reset_config("COHORT_SHM_RANKS_PER_HOST");
@@ -142,6 +143,25 @@ std::string columns_name(const ::testing::TestParamInfo<BetweenHosts>& info) {
 
 INSTANTIATE_TEST_SUITE_P(BetweenHosts, ColumnsMatrix, ::testing::ValuesIn(every_columns_algorithm()),
                          columns_name);
+
+// The hierarchical all_reduce's two ways, through the leaders and in
+// shares (every local rank carrying its share), forced at every size the
+// matrix checks (counts below P and not a multiple of P included: their
+// rest goes through the leaders), on the same pretend hosts. A world of
+// hosts of unequal size runs through the leaders whatever is forced, so
+// the shares run only where every host is full.
+std::vector<BetweenHosts> every_hierarchical_all_reduce() {
+  std::vector<BetweenHosts> all;
+  for (Algorithm a : {Algorithm::kHierarchical, Algorithm::kHierarchicalShares}) {
+    for (auto [world, per_host] : {std::pair{4, 2}, {6, 2}, {12, 3}, {9, 3}})
+      all.push_back(BetweenHosts{a, Collective::kAllReduce, world, per_host, false});
+  }
+  all.push_back(BetweenHosts{Algorithm::kHierarchical, Collective::kAllReduce, 7, 2, false});
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(HierarchicalAllReduce, ColumnsMatrix,
+                         ::testing::ValuesIn(every_hierarchical_all_reduce()), columns_name);
 
 }  // namespace
 }  // namespace cohort::testing
