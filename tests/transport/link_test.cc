@@ -2,12 +2,17 @@
 // over a connected pair of stream sockets, and ShmLink
 // (src/transport/shm/link.h) over the rings of a shared-memory arena that
 // two ranks of this process map, with a socket pair for their doorbells.
-// A link must say what link.h promises the engine: kMoved, kBlocked when
-// there is nothing to move (no data, or no room), kEnded once the peer has
-// gone and its last bytes are read; and a shared-memory link rings its
-// peer's doorbell only while the peer has said it sleeps, since a doorbell
-// is a system call on the fast path. Last, an engine over each kind of link
-// exchanges more than the medium holds, both ways at once.
+// What link.h promises the engine is one contract, run over every link
+// kind (LinkContract, as Gloo runs its pair tests over every transport):
+// kMoved, kBlocked when there is nothing to move (no data, or no room),
+// kEnded once the peer has gone and its last bytes are read, write_whole
+// failing by its deadline when the bytes cannot go, and an engine over the
+// link exchanging more than the medium holds, both ways at once. What only
+// one kind does has its own tests below the contract: a TCP socket's
+// errno and pacing, a shared-memory link's pidfd and doorbell, which it
+// rings only while the peer has said it sleeps, since a doorbell is a
+// system call on the fast path. A new link kind adds its pair maker to
+// kLinkKinds and passes the contract before anything else.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -106,112 +111,6 @@ void exchange_both_ways(Engine& zero, Engine& one, size_t bytes) {
   EXPECT_TRUE(in[1] == out[0]) << "rank 1 received other bytes than rank 0 sent";
 }
 
-TEST(TcpLink, WritesWhatTheOtherEndReadsAndSaysBlockedWhenThereIsNothing) {
-  Socket a, b;
-  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
-  const int b_fd = b.fd();
-  tcp::TcpLink left(std::move(a), "left"), right(std::move(b), "right");
-  EXPECT_TRUE(left.ready());
-  EXPECT_FALSE(left.moves_in_user_space());
-  Outcome outcome = Outcome::kMoved;
-  EXPECT_EQ(read_text(right, &outcome), "");
-  EXPECT_EQ(outcome, Outcome::kBlocked);
-
-  const LinkIo wrote = write_text(left, "hello, link");
-  ASSERT_EQ(wrote.outcome, Outcome::kMoved);
-  EXPECT_EQ(wrote.bytes, 11u);
-  EXPECT_EQ(read_text(right, &outcome), "hello, link");
-  EXPECT_EQ(read_text(right, &outcome), "");
-  EXPECT_EQ(outcome, Outcome::kBlocked);
-
-  // What to watch: reading always, writing only with sends queued.
-  EXPECT_EQ(right.poll(false).fd, b_fd);
-  EXPECT_EQ(right.poll(false).events, POLLIN);
-  EXPECT_EQ(right.poll(true).events, POLLIN | POLLOUT);
-}
-
-TEST(TcpLink, SaysBlockedWhenTheSocketIsFullAndDeliversAllItTook) {
-  Socket a, b;
-  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
-  tcp::TcpLink left(std::move(a), "left"), right(std::move(b), "right");
-  // The stream is `piece` over and over; each write goes on where the last stopped.
-  const std::vector<uint8_t> piece = pattern(64 * 1024, 1);
-  size_t took = 0;
-  LinkIo io;
-  for (int i = 0; i < 100000; ++i) {
-    const size_t at = took % piece.size();
-    iovec iov{const_cast<uint8_t*>(piece.data()) + at, piece.size() - at};
-    io = left.write(&iov, 1);
-    if (io.outcome != Outcome::kMoved) break;
-    took += io.bytes;
-  }
-  EXPECT_EQ(io.outcome, Outcome::kBlocked);
-  ASSERT_GT(took, 0u);
-
-  std::vector<uint8_t> buf(64 * 1024);
-  size_t got = 0, wrong = 0;
-  for (;;) {
-    io = right.read(buf.data(), buf.size());
-    if (io.outcome != Outcome::kMoved) break;
-    for (size_t i = 0; i < io.bytes; ++i) wrong += buf[i] != piece[(got + i) % piece.size()];
-    got += io.bytes;
-  }
-  EXPECT_EQ(io.outcome, Outcome::kBlocked);
-  EXPECT_EQ(got, took);
-  EXPECT_EQ(wrong, 0u);
-}
-
-TEST(TcpLink, SaysEndedOnceThePeerClosedAndItsLastBytesAreRead) {
-  Socket a, b;
-  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
-  auto left = std::make_unique<tcp::TcpLink>(std::move(a), "left");
-  tcp::TcpLink right(std::move(b), "right");
-  ASSERT_EQ(write_text(*left, "last words").outcome, Outcome::kMoved);
-  left.reset();  // the peer's process exits: its socket closes
-
-  Outcome outcome = Outcome::kMoved;
-  EXPECT_EQ(read_text(right, &outcome), "last words");
-  EXPECT_EQ(read_text(right, &outcome), "");
-  EXPECT_EQ(outcome, Outcome::kEnded);
-  // Writing to it fails with the errno (and no SIGPIPE).
-  const LinkIo io = write_text(right, "anyone?");
-  EXPECT_EQ(io.outcome, Outcome::kFailed);
-  EXPECT_EQ(io.error, EPIPE) << std::strerror(io.error);
-}
-
-TEST(TcpLink, ShutDownEndsTheLinkForThePeer) {
-  Socket a, b;
-  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
-  tcp::TcpLink left(std::move(a), "left"), right(std::move(b), "right");
-  left.shut_down();
-  Outcome outcome = Outcome::kMoved;
-  EXPECT_EQ(read_text(right, &outcome), "");
-  EXPECT_EQ(outcome, Outcome::kEnded);
-}
-
-TEST(TcpLink, WriteWholeWritesAllOrStopsAtItsDeadline) {
-  Socket a, b;
-  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
-  tcp::TcpLink left(std::move(a), "left"), right(std::move(b), "right");
-  const std::string report = "a failure report";
-  ASSERT_TRUE(left.write_whole(report.data(), report.size(), generous()).ok());
-  Outcome outcome = Outcome::kMoved;
-  EXPECT_EQ(read_text(right, &outcome), report);
-
-  // Far more than a socket buffer, and nobody reads.
-  const std::vector<uint8_t> big(16 << 20);
-  const Status st = left.write_whole(big.data(), big.size(), Deadline::after(milliseconds(100)));
-  EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.message();
-}
-
-TEST(TcpLink, CarriesAnEngineExchangeOfMoreThanTheSocketHoldsBothWays) {
-  Socket a, b;
-  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
-  auto zero = engine_over(0, std::make_unique<tcp::TcpLink>(std::move(a), "rank 1's end"));
-  auto one = engine_over(1, std::make_unique<tcp::TcpLink>(std::move(b), "rank 0's end"));
-  exchange_both_ways(*zero, *one, size_t{4} << 20);
-}
-
 // make_tcp_pair connects two TCP sockets over loopback (pacing is TCP's).
 void make_tcp_pair(Socket* a, Socket* b) {
   Socket listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -228,6 +127,199 @@ void make_tcp_pair(Socket* a, Socket* b) {
   ASSERT_EQ(::connect(a->fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
   *b = Socket(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(b->valid()) << std::strerror(errno);
+}
+
+// LinkPair is the two ends of one link, each a rank's, with what an engine
+// over each end needs (a shared-memory rank's doorbell) and what the ends
+// live on.
+struct LinkPair {
+  std::unique_ptr<Link> end[2];
+  int doorbell[2] = {-1, -1};
+  std::shared_ptr<shm::Arena> arena[2];  // the shared-memory kind's, kept while its links live
+  size_t holds = 0;                      // how much the medium takes before a writer blocks (0: unknown)
+};
+
+// A link kind's pair maker: "" once `pair` is made, else why this machine
+// cannot make one (the test is then skipped, saying so).
+struct LinkKindCase {
+  const char* name;
+  std::string (*make)(LinkPair* pair);
+};
+
+// TCP over loopback, non-blocking as the transport's sockets are.
+std::string make_tcp_links(LinkPair* pair) {
+  Socket a, b;
+  make_tcp_pair(&a, &b);
+  if (::testing::Test::HasFatalFailure()) return "";
+  EXPECT_TRUE(set_nonblocking(a.fd(), true).ok());
+  EXPECT_TRUE(set_nonblocking(b.fd(), true).ok());
+  pair->end[0] = std::make_unique<tcp::TcpLink>(std::move(a), "rank 1's end");
+  pair->end[1] = std::make_unique<tcp::TcpLink>(std::move(b), "rank 0's end");
+  return "";
+}
+
+// Shared memory: a two-rank host's arena, each rank mapped on a thread of
+// its own, with rings of 64 KiB so that a mebibyte does not fit.
+constexpr size_t kTestRingBytes = 64 * 1024;
+
+std::string make_shm_links(LinkPair* pair) {
+  set_config("COHORT_SHM_RING_BYTES", std::to_string(kTestRingBytes));
+  const Status st = map_two_rank_arena(pair->arena);
+  reset_config("COHORT_SHM_RING_BYTES");
+  if (st.code() == StatusCode::kBackendError) return "no shared memory to map here: " + st.message();
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok()) return "";
+  for (int r = 0; r < 2; ++r) {
+    pair->end[r] = std::make_unique<shm::ShmLink>(pair->arena[r], 1 - r, "local rank " + std::to_string(1 - r),
+                                                  "rank " + std::to_string(1 - r));
+    pair->doorbell[r] = pair->arena[r]->signals().wake_fd();
+  }
+  pair->holds = kTestRingBytes;
+  return "";
+}
+
+const LinkKindCase kLinkKinds[] = {{"tcp", make_tcp_links}, {"shm", make_shm_links}};
+
+class LinkContract : public ::testing::TestWithParam<LinkKindCase> {
+ protected:
+  void SetUp() override {
+    const std::string skip = GetParam().make(&pair_);
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_TRUE(pair_.end[0] && pair_.end[1]) << "the pair maker made no links";
+  }
+  Link& end(int r) { return *pair_.end[r]; }
+  LinkPair pair_;
+};
+
+TEST_P(LinkContract, WritesWhatTheOtherEndReadsBothWaysAndSaysBlockedWhenThereIsNothing) {
+  EXPECT_TRUE(end(0).ready());
+  EXPECT_TRUE(end(1).ready());
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(end(1), &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kBlocked);
+
+  const LinkIo wrote = write_text(end(0), "hello, link");
+  ASSERT_EQ(wrote.outcome, Outcome::kMoved);
+  EXPECT_EQ(wrote.bytes, 11u);
+  std::string got;
+  for (int i = 0; i < 1000 && got.size() < 11; ++i) got += read_text(end(1), &outcome);  // a socket may split it
+  EXPECT_EQ(got, "hello, link");
+  EXPECT_EQ(read_text(end(1), &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kBlocked);
+
+  ASSERT_EQ(write_text(end(1), "and back").bytes, 8u);
+  got.clear();
+  for (int i = 0; i < 1000 && got.size() < 8; ++i) got += read_text(end(0), &outcome);
+  EXPECT_EQ(got, "and back");
+}
+
+TEST_P(LinkContract, SaysBlockedWhenFullAndDeliversAllItTookInOrder) {
+  // The stream is `piece` over and over; each write goes on where the last stopped.
+  const std::vector<uint8_t> piece = pattern(100000, 1);
+  size_t took = 0;
+  LinkIo io;
+  for (int i = 0; i < 1000000; ++i) {
+    const size_t at = took % piece.size();
+    iovec iov{const_cast<uint8_t*>(piece.data()) + at, piece.size() - at};
+    io = end(0).write(&iov, 1);
+    if (io.outcome != Outcome::kMoved) break;
+    took += io.bytes;
+  }
+  EXPECT_EQ(io.outcome, Outcome::kBlocked);
+  ASSERT_GT(took, 0u);
+  if (pair_.holds) {
+    EXPECT_EQ(took, pair_.holds);
+  }
+
+  std::vector<uint8_t> buf(64 * 1024);
+  size_t got = 0, wrong = 0;
+  for (;;) {
+    io = end(1).read(buf.data(), buf.size());
+    if (io.outcome != Outcome::kMoved) break;
+    for (size_t i = 0; i < io.bytes; ++i) wrong += buf[i] != piece[(got + i) % piece.size()];
+    got += io.bytes;
+  }
+  EXPECT_EQ(io.outcome, Outcome::kBlocked);
+  EXPECT_EQ(got, took);
+  EXPECT_EQ(wrong, 0u);
+  // Room again once read.
+  iovec iov{const_cast<uint8_t*>(piece.data()), 1};
+  EXPECT_EQ(end(0).write(&iov, 1).outcome, Outcome::kMoved);
+}
+
+TEST_P(LinkContract, SaysEndedOnceThePeerClosedAndItsLastBytesAreReadAndStaysEnded) {
+  ASSERT_EQ(write_text(end(0), "last words").outcome, Outcome::kMoved);
+  pair_.end[0].reset();  // the peer's end is gone (its process exits)
+
+  Outcome outcome = Outcome::kMoved;
+  std::string got;
+  for (int i = 0; i < 1000 && got.size() < 10; ++i) got += read_text(end(1), &outcome);
+  EXPECT_EQ(got, "last words") << "what the peer sent before it went still counts";
+  EXPECT_EQ(read_text(end(1), &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded);
+  EXPECT_EQ(read_text(end(1), &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded) << "and stays ended";
+}
+
+TEST_P(LinkContract, ShutDownEndsTheLinkForThePeer) {
+  end(0).shut_down();
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(end(1), &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded);
+}
+
+TEST_P(LinkContract, WriteWholeWritesAllOrFailsByItsDeadline) {
+  const std::string report = "a failure report";
+  ASSERT_TRUE(end(0).write_whole(report.data(), report.size(), generous()).ok());
+  Outcome outcome = Outcome::kMoved;
+  std::string got;
+  for (int i = 0; i < 1000 && got.size() < report.size(); ++i) got += read_text(end(1), &outcome);
+  EXPECT_EQ(got, report);
+
+  // Far more than any medium here holds, and nobody reads: a link that can
+  // wait gives up at the deadline, one that cannot (a ring whose reader may
+  // be the one who failed) at once.
+  const std::vector<uint8_t> big(64 << 20);
+  const auto start = std::chrono::steady_clock::now();
+  const Status st = end(0).write_whole(big.data(), big.size(), Deadline::after(milliseconds(100)));
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(st.code() == StatusCode::kTimeout || st.code() == StatusCode::kNetworkError) << st.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "it did not stop";
+}
+
+TEST_P(LinkContract, CarriesAnEngineExchangeOfMoreThanTheMediumHoldsBothWays) {
+  auto zero = engine_over(0, std::move(pair_.end[0]), pair_.doorbell[0]);
+  auto one = engine_over(1, std::move(pair_.end[1]), pair_.doorbell[1]);
+  exchange_both_ways(*zero, *one, size_t{4} << 20);
+}
+
+std::string kind_name(const ::testing::TestParamInfo<LinkKindCase>& param) {
+  return param.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLinkKind, LinkContract, ::testing::ValuesIn(kLinkKinds), kind_name);
+
+// A socket also says how it broke: writing to a peer that closed is EPIPE
+// (and no SIGPIPE), and it watches for room only while sends are queued.
+TEST(TcpLink, WritingToAClosedPeerFailsWithEpipeAndPollsForRoomOnlyWithSends) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  const int b_fd = b.fd();
+  auto left = std::make_unique<tcp::TcpLink>(std::move(a), "left");
+  tcp::TcpLink right(std::move(b), "right");
+  EXPECT_TRUE(right.ready());
+  EXPECT_FALSE(right.moves_in_user_space());
+  EXPECT_EQ(right.poll(false).fd, b_fd);
+  EXPECT_EQ(right.poll(false).events, POLLIN);
+  EXPECT_EQ(right.poll(true).events, POLLIN | POLLOUT);
+  left.reset();  // the peer's process exits: its socket closes
+  Outcome outcome = Outcome::kMoved;
+  EXPECT_EQ(read_text(right, &outcome), "");
+  EXPECT_EQ(outcome, Outcome::kEnded);
+  const LinkIo io = write_text(right, "anyone?");
+  EXPECT_EQ(io.outcome, Outcome::kFailed);
+  EXPECT_EQ(io.error, EPIPE) << std::strerror(io.error);
 }
 
 // pacing_of reads a socket's SO_MAX_PACING_RATE (~0: not paced).
@@ -301,75 +393,35 @@ TEST(TcpLink, AnEngineThatDoesNotKnowTheLinkRatePacesNothing) {
   EXPECT_TRUE(unpaced(pacing_of(fd))) << pacing_of(fd);
 }
 
-// ShmLinkTest maps the arena of a two-rank host, each rank on a thread of
-// its own (set_up waits for the other through the store), with 64 KiB
-// rings so that a mebibyte does not fit, and makes each rank's ShmLink to
-// the other. Where this machine has no shared memory to map, it skips.
+// ShmLinkTest is the shared-memory pair of the contract above, for what
+// only a shared-memory link does: its doorbell and its peer's pidfd.
 class ShmLinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    set_config("COHORT_SHM_RING_BYTES", std::to_string(kRingBytes));
-    const Status st = map_two_rank_arena(arena_);
-    reset_config("COHORT_SHM_RING_BYTES");
-    if (st.code() == StatusCode::kBackendError)
-      GTEST_SKIP() << "no shared memory to map here: " << st.message();
-    ASSERT_TRUE(st.ok()) << st.message();
-
-    link_[0] = std::make_unique<shm::ShmLink>(arena_[0], 1, "local rank 1", "rank 1");
-    link_[1] = std::make_unique<shm::ShmLink>(arena_[1], 0, "local rank 0", "rank 0");
+    const std::string skip = make_shm_links(&pair_);
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    ASSERT_FALSE(HasFatalFailure());
   }
-
-  static constexpr size_t kRingBytes = 64 * 1024;
-  std::shared_ptr<shm::Arena> arena_[2];
-  std::unique_ptr<shm::ShmLink> link_[2];
+  shm::ShmLink& link(int r) { return static_cast<shm::ShmLink&>(*pair_.end[r]); }
+  LinkPair pair_;
 };
 
-TEST_F(ShmLinkTest, CarriesBytesThroughTheRingsAndSaysBlockedWhenEmptyOrFull) {
-  shm::ShmLink& zero = *link_[0];
-  shm::ShmLink& one = *link_[1];
-  EXPECT_TRUE(zero.moves_in_user_space());
-  Outcome outcome = Outcome::kMoved;
-  EXPECT_EQ(read_text(one, &outcome), "");
-  EXPECT_EQ(outcome, Outcome::kBlocked);
-
-  ASSERT_EQ(write_text(zero, "hello, ring").bytes, 11u);
-  EXPECT_EQ(read_text(one, &outcome), "hello, ring");
-  EXPECT_EQ(read_text(one, &outcome), "");
-  EXPECT_EQ(outcome, Outcome::kBlocked);
-  ASSERT_EQ(write_text(one, "and back").bytes, 8u);
-  EXPECT_EQ(read_text(zero, &outcome), "and back");
-
-  // A ring takes what fits, then blocks until its reader makes room.
-  const std::vector<uint8_t> big = pattern(100000, 3);
-  iovec whole{const_cast<uint8_t*>(big.data()), big.size()};
-  LinkIo io = zero.write(&whole, 1);
-  ASSERT_EQ(io.outcome, Outcome::kMoved);
-  EXPECT_EQ(io.bytes, kRingBytes);
-  EXPECT_EQ(zero.write(&whole, 1).outcome, Outcome::kBlocked);
-  std::vector<uint8_t> got(big.size());
-  io = one.read(got.data(), got.size());
-  ASSERT_EQ(io.outcome, Outcome::kMoved);
-  ASSERT_EQ(io.bytes, kRingBytes);
-  EXPECT_TRUE(std::equal(got.begin(), got.begin() + kRingBytes, big.begin()));
-  EXPECT_EQ(one.read(got.data(), got.size()).outcome, Outcome::kBlocked);
-}
-
 TEST_F(ShmLinkTest, ReadsWhatThePeerLeftInTheRingThenTheEndOnceThePeerClosedItsLink) {
-  ASSERT_EQ(write_text(*link_[0], "bye").outcome, Outcome::kMoved);
-  const int bell = arena_[1]->signals().wake_fd();
+  ASSERT_EQ(write_text(link(0), "bye").outcome, Outcome::kMoved);
+  const int bell = pair_.arena[1]->signals().wake_fd();
   ASSERT_GE(bell, 0);
   EXPECT_FALSE(readable(bell, milliseconds(0))) << "rank 1 never said it sleeps";
-  link_[0].reset();  // the peer's link is gone: its ring to rank 1 closes
+  pair_.end[0].reset();  // the peer's link is gone: its ring to rank 1 closes
 
   EXPECT_TRUE(readable(bell, milliseconds(5000))) << "a close rings even a rank that is awake";
   drain_wake_ups(bell);  // as another thread of rank 1 may have, before it looks at the ring
-  EXPECT_TRUE(link_[1]->about_to_sleep(false)) << "the close waits to be read: no sleep past it";
-  link_[1]->awake();
+  EXPECT_TRUE(link(1).about_to_sleep(false)) << "the close waits to be read: no sleep past it";
+  link(1).awake();
   Outcome outcome = Outcome::kMoved;
-  EXPECT_EQ(read_text(*link_[1], &outcome), "bye") << "the ring is read to its end first";
-  EXPECT_EQ(read_text(*link_[1], &outcome), "");
+  EXPECT_EQ(read_text(link(1), &outcome), "bye") << "the ring is read to its end first";
+  EXPECT_EQ(read_text(link(1), &outcome), "");
   EXPECT_EQ(outcome, Outcome::kEnded);
-  EXPECT_EQ(read_text(*link_[1], &outcome), "");
+  EXPECT_EQ(read_text(link(1), &outcome), "");
   EXPECT_EQ(outcome, Outcome::kEnded) << "and stays ended";
 }
 
@@ -378,12 +430,12 @@ TEST_F(ShmLinkTest, WatchesThePeersPidfdAndEndsOnceItSaysThePeerExited) {
   // which never becomes readable while the test runs, so poll(2)'s answer
   // is given by hand. A real exit is the process tests' (KilledPeer...,
   // KillDuring...: tests/process_group/process_test.cc).
-  shm::ShmLink& one = *link_[1];
+  shm::ShmLink& one = link(1);
   const LinkPoll watch = one.poll(false);
   ASSERT_GE(watch.fd, 0) << "a shared-memory link watches its peer's process";
   EXPECT_EQ(watch.events, POLLIN);
   EXPECT_FALSE(readable(watch.fd, milliseconds(0))) << "the peer is alive";
-  EXPECT_NE(watch.fd, arena_[1]->signals().wake_fd()) << "the doorbell is polled once, by the engine";
+  EXPECT_NE(watch.fd, pair_.arena[1]->signals().wake_fd()) << "the doorbell is polled once, by the engine";
   bool became_ready = true;
   EXPECT_FALSE(one.about_to_sleep(false)) << "nothing waits: it may sleep";
   one.awake();
@@ -392,7 +444,7 @@ TEST_F(ShmLinkTest, WatchesThePeersPidfdAndEndsOnceItSaysThePeerExited) {
   EXPECT_EQ(one.poll(false).fd, -1) << "nothing left to watch";
   EXPECT_TRUE(one.about_to_sleep(false)) << "its end waits to be read: no sleep past it";
   one.awake();
-  ASSERT_EQ(write_text(*link_[0], "last").outcome, Outcome::kMoved);
+  ASSERT_EQ(write_text(link(0), "last").outcome, Outcome::kMoved);
   Outcome outcome = Outcome::kMoved;
   EXPECT_EQ(read_text(one, &outcome), "last") << "what it left in the ring still counts";
   EXPECT_EQ(read_text(one, &outcome), "");
@@ -400,9 +452,9 @@ TEST_F(ShmLinkTest, WatchesThePeersPidfdAndEndsOnceItSaysThePeerExited) {
 }
 
 TEST_F(ShmLinkTest, RingsThePeersDoorbellOnlyWhileThePeerSaidItSleeps) {
-  shm::ShmLink& zero = *link_[0];
-  shm::ShmLink& one = *link_[1];
-  const int bell = arena_[1]->signals().wake_fd();
+  shm::ShmLink& zero = link(0);
+  shm::ShmLink& one = link(1);
+  const int bell = pair_.arena[1]->signals().wake_fd();
   ASSERT_GE(bell, 0);
 
   zero.moved();
@@ -426,12 +478,6 @@ TEST_F(ShmLinkTest, RingsThePeersDoorbellOnlyWhileThePeerSaidItSleeps) {
   ASSERT_EQ(write_text(zero, "x").outcome, Outcome::kMoved);
   EXPECT_TRUE(one.about_to_sleep(false)) << "a byte waits in its ring";
   one.awake();
-}
-
-TEST_F(ShmLinkTest, CarriesAnEngineExchangeOfAMebibyteBothWays) {
-  auto zero = engine_over(0, std::move(link_[0]), arena_[0]->signals().wake_fd());
-  auto one = engine_over(1, std::move(link_[1]), arena_[1]->signals().wake_fd());
-  exchange_both_ways(*zero, *one, size_t{1} << 20);
 }
 
 }  // namespace
