@@ -31,7 +31,8 @@ Status hierarchical_all_reduce(AlgoContext& c, shm::HostSlots* slots, const Buff
   // The first P x (count / P) elements in shares, the few left over
   // (fewer than P) through the leaders.
   const size_t body = buf.count / p * p;
-  Status st = body ? all_reduce_in_shares(c, slots, Buffer{buf.data, body, buf.dtype}, op) : Status::ok_status();
+  Status st =
+      body ? all_reduce_in_shares(c, slots, Buffer{buf.data, body, buf.dtype}, op) : Status::ok_status();
   if (!st.ok() || body == buf.count) return st;
   const Buffer rest{static_cast<uint8_t*>(buf.data) + body * dtype_size(buf.dtype), buf.count - body,
                     buf.dtype};

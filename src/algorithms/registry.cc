@@ -252,8 +252,8 @@ const std::vector<AlgorithmEntry>& entries() {
        bit(Topology::kHosts), hierarchical_cost,
        "within each host through shared memory, then between hosts (each byte over a host's link once; "
        "all_reduce: through one leader a host)"},
-      {Algorithm::kHierarchicalShares, "hierarchical_shares", bit(Collective::kAllReduce), bit(Topology::kHosts),
-       hierarchical_shares_cost,
+      {Algorithm::kHierarchicalShares, "hierarchical_shares", bit(Collective::kAllReduce),
+       bit(Topology::kHosts), hierarchical_shares_cost,
        "equal ranks a host: a hierarchical reduce_scatter and all_gather, every local rank carrying its "
        "share over the network, pipelined with the host's copies",
        0, true},
@@ -414,13 +414,24 @@ LowerBound lower_bound(Collective c, const GroupShape& shape, const CostModel& m
   return LowerBound{std::max({latency, transfer, together}), latency >= transfer};
 }
 
+namespace {
+
+// taken_entry: the entry the table takes for `c` in `shape` whatever the
+// model says (AlgorithmEntry::taken_on), or null.
+const AlgorithmEntry* taken_entry(Collective c, const GroupShape& shape) {
+  for (const AlgorithmEntry& e : entries()) {
+    if (e.can_run(c, shape) && e.taken(shape.topology)) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model, double bytes,
                    double* seconds) {
-  for (const AlgorithmEntry& e : entries()) {
-    if (e.can_run(c, shape) && e.taken(shape.topology)) {
-      if (seconds) *seconds = e.cost(c, shape, model, bytes);
-      return e.algorithm;
-    }
+  if (const AlgorithmEntry* e = taken_entry(c, shape)) {
+    if (seconds) *seconds = e->cost(c, shape, model, bytes);
+    return e->algorithm;
   }
   const AlgorithmEntry* best = nullptr;
   double best_s = 0;
@@ -436,9 +447,7 @@ Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model
 Algorithm cheapest_over(Collective c, const GroupShape& shape, const CostModel& model, double from,
                         double to) {
   if (to <= from) return cheapest(c, shape, model, from);
-  for (const AlgorithmEntry& e : entries()) {
-    if (e.can_run(c, shape) && e.taken(shape.topology)) return e.algorithm;
-  }
+  if (const AlgorithmEntry* e = taken_entry(c, shape)) return e->algorithm;
   // Five sizes spread evenly on a log scale, both ends included: for a
   // class of one doubling, every quarter of an octave.
   constexpr int kSamples = 5;

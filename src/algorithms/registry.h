@@ -106,6 +106,7 @@ Algorithm cheapest(Collective c, const GroupShape& shape, const CostModel& model
 // any size of the range is least (sampled across it on a log scale). A
 // class priced at one end alone can take an algorithm that is slightly
 // ahead there and well behind at the other end.
-Algorithm cheapest_over(Collective c, const GroupShape& shape, const CostModel& model, double from, double to);
+Algorithm cheapest_over(Collective c, const GroupShape& shape, const CostModel& model, double from,
+                        double to);
 
 }  // namespace cohort

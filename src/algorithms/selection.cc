@@ -82,8 +82,9 @@ AlgorithmTable AlgorithmTable::build(const GroupShape& shape, const CostModel& m
   for (int c = 0; c < kCollectives; ++c) {
     for (int k = 0; k < kClasses; ++k) {
       // Priced across the class, not at one of its ends.
-      t.chosen_[c][k] = cheapest_over(static_cast<Collective>(c), shape, model,
-                                      static_cast<double>(class_start(k)), static_cast<double>(class_end(k) - 1));
+      t.chosen_[c][k] =
+          cheapest_over(static_cast<Collective>(c), shape, model, static_cast<double>(class_start(k)),
+                        static_cast<double>(class_end(k) - 1));
     }
   }
   std::stringstream ss(overrides);

@@ -45,7 +45,8 @@ TEST(DebugInfoTest, InfoLogsGroupCreationAndEachAlgorithmChoiceOncePerSizeClass)
   }
   // #1 and #2 are of one size class (logged once per rank), #3 of another.
   // The class reaches as far as the table keeps recursive doubling.
-  const size_t limit = AlgorithmTable::for_config(GroupShape::flat(2)).class_limit(Collective::kAllReduce, 16);
+  const size_t limit =
+      AlgorithmTable::for_config(GroupShape::flat(2)).class_limit(Collective::kAllReduce, 16);
   EXPECT_EQ(count_of(log,
                      "all_reduce #1 of group test runs recursive_doubling: 16 bytes per rank, 2 ranks, none "
                      "sharing memory (logged once for its size class: up to " +

@@ -62,7 +62,8 @@ TEST(AlgorithmSelection, LargeAllReducesAcrossEqualHostsGoInShares) {
     EXPECT_EQ(table.choose(Collective::kAllReduce, 64 << 20).value(), Algorithm::kHierarchicalShares)
         << shape.describe();
     size_t from = 4;
-    while (from < (size_t{1} << 30) && table.choose(Collective::kAllReduce, from).value() == Algorithm::kHierarchical)
+    while (from < (size_t{1} << 30) &&
+           table.choose(Collective::kAllReduce, from).value() == Algorithm::kHierarchical)
       from *= 2;
     EXPECT_GE(from, size_t{64} << 10) << shape.describe();
     EXPECT_LE(from, size_t{16} << 20) << shape.describe();
@@ -268,7 +269,8 @@ TEST(AlgorithmSelection, ASizeClassIsPricedAcrossItNotAtItsTop) {
   const AlgorithmTable table = AlgorithmTable::for_config(big);
   const double top = (128 << 10) - 1;
   const double tree = registry_entry(Algorithm::kPipelinedTree).cost(Collective::kReduce, big, m, 64 << 10);
-  const double halving = registry_entry(Algorithm::kHalvingGather).cost(Collective::kReduce, big, m, 64 << 10);
+  const double halving =
+      registry_entry(Algorithm::kHalvingGather).cost(Collective::kReduce, big, m, 64 << 10);
   ASSERT_LT(tree, 0.9 * halving);  // the premise: the tree well ahead at 64 KiB
   ASSERT_EQ(cheapest(Collective::kReduce, big, m, top), Algorithm::kHalvingGather);  // and not at the top
   EXPECT_EQ(table.choose(Collective::kReduce, 64 << 10).value(), Algorithm::kPipelinedTree);
@@ -283,7 +285,8 @@ TEST(AlgorithmSelection, ASizeClassIsPricedAcrossItNotAtItsTop) {
     }
     return worst;
   };
-  for (const GroupShape& shape : {GroupShape::flat(16), GroupShape::flat(1024), GroupShape::between_hosts(64, 8)}) {
+  for (const GroupShape& shape :
+       {GroupShape::flat(16), GroupShape::flat(1024), GroupShape::between_hosts(64, 8)}) {
     const AlgorithmTable t = AlgorithmTable::build(shape, m, "");
     for (int c = 0; c < kCollectives; ++c) {
       const Collective collective = static_cast<Collective>(c);

@@ -170,8 +170,9 @@ std::string make_shm_links(LinkPair* pair) {
   EXPECT_TRUE(st.ok()) << st.message();
   if (!st.ok()) return "";
   for (int r = 0; r < 2; ++r) {
-    pair->end[r] = std::make_unique<shm::ShmLink>(pair->arena[r], 1 - r, "local rank " + std::to_string(1 - r),
-                                                  "rank " + std::to_string(1 - r));
+    const std::string other = std::to_string(1 - r);
+    pair->end[r] =
+        std::make_unique<shm::ShmLink>(pair->arena[r], 1 - r, "local rank " + other, "rank " + other);
     pair->doorbell[r] = pair->arena[r]->signals().wake_fd();
   }
   pair->holds = kTestRingBytes;
@@ -203,7 +204,8 @@ TEST_P(LinkContract, WritesWhatTheOtherEndReadsBothWaysAndSaysBlockedWhenThereIs
   ASSERT_EQ(wrote.outcome, Outcome::kMoved);
   EXPECT_EQ(wrote.bytes, 11u);
   std::string got;
-  for (int i = 0; i < 1000 && got.size() < 11; ++i) got += read_text(end(1), &outcome);  // a socket may split it
+  // A socket may hand it over in pieces.
+  for (int i = 0; i < 1000 && got.size() < 11; ++i) got += read_text(end(1), &outcome);
   EXPECT_EQ(got, "hello, link");
   EXPECT_EQ(read_text(end(1), &outcome), "");
   EXPECT_EQ(outcome, Outcome::kBlocked);
