@@ -85,6 +85,18 @@ Status stamps_differ(const shm::HostSlots& a, int q, shm::HostSlots::Stamp their
                                          ": sizes differ between ranks");
 }
 
+Status read_peer(AlgoContext& c, shm::HostSlots& a, int q, void* into, uint64_t address, size_t bytes) {
+  Status st = a.read_from(q, into, address, bytes);
+  if (st.ok() && a.left(q, c.sequence)) {
+    // It gave up before we were done: what we read may already be freed.
+    st = network_error("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) + " left " + c.what +
+                       " while this rank was reading its buffer");
+  }
+  if (st.ok()) return st;
+  Status why = c.transport.poll_health();
+  return why.ok() ? st : why;
+}
+
 }  // namespace shm_direct_internal
 
 namespace {

@@ -5,6 +5,7 @@
 #include "algorithms/shm_direct.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -40,6 +41,40 @@ Status split_mismatch(const shm::HostSlots& a, int half, const std::string& what
   return Status::ok_status();
 }
 
+// apart says whether no block of `inputs` shares a byte with a block of
+// `outputs` (p x p comparisons: against the copies they decide about,
+// nothing).
+bool apart(const std::vector<Buffer>& inputs, const std::vector<Buffer>& outputs) {
+  for (const Buffer& in : inputs) {
+    const auto* in_at = static_cast<const uint8_t*>(in.data);
+    for (const Buffer& out : outputs) {
+      const auto* out_at = static_cast<const uint8_t*>(out.data);
+      if (in.bytes() && out.bytes() && in_at < out_at + out.bytes() && out_at < in_at + in.bytes()) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// read_in_place: every rank published its blocks' addresses (at `table`
+// in its slot `half`) and all have one size: each reads its block from
+// every peer's input.
+Status read_in_place(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& outputs, int half,
+                     size_t table) {
+  const int p = a.local_size(), me = a.local_index();
+  Status st;
+  for (int q = 0; q < p && st.ok(); ++q) {
+    const Buffer& out = outputs[static_cast<size_t>(q)];
+    if (q == me || out.bytes() == 0) continue;
+    uint64_t theirs;
+    std::memcpy(&theirs, a.slot(q, half) + table + static_cast<size_t>(me) * sizeof theirs, sizeof theirs);
+    st = read_peer(c, a, q, out.data, theirs, out.bytes());
+  }
+  if (!st.ok()) return st;
+  return end_single_copy(c, a, half);
+}
+
 }  // namespace
 
 bool shm_all_to_all_fits(const shm::HostSlots& a) {
@@ -64,13 +99,48 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
   for (size_t q = 0; q < inputs.size(); ++q) {
     if (inputs[q].bytes() != mine.word || outputs[q].bytes() != mine.word) mine.word = kUneven;
   }
+  // A rank whose blocks are all of one size, large enough, offers to have
+  // them read in place: its slot then holds their addresses, not their
+  // first chunk. Only if every rank offers the same size do they read in
+  // place; otherwise those that offered publish their first chunk after
+  // all (every rank sees who did, so all arrive once more for it).
+  // In place (input and output one tensor), it may not: it would write its
+  // outputs while the others still read its inputs there.
+  // The offer is the stamp word's top bit (no block is 2^63 bytes), so
+  // that ranks with blocks of one size agree only if all offer.
+  constexpr uint64_t kOffersInPlace = uint64_t{1} << 63;
+  const bool offers = mine.word != kUneven && reads_in_place(a, mine.word) && apart(inputs, outputs);
+  if (offers) mine.word |= kOffersInPlace;
+  auto offered = [&](int q, int half) {
+    const uint64_t w = a.stamp_of(q, half).word;
+    return w != kUneven && (w & kOffersInPlace);
+  };
+  auto copy_own = [&](size_t from, size_t n) {
+    const Buffer& own_out = outputs[static_cast<size_t>(me)];
+    const auto* own_in = static_cast<const uint8_t*>(inputs[static_cast<size_t>(me)].data) + from;
+    if (n && own_in != static_cast<uint8_t*>(own_out.data) + from) {
+      std::memcpy(static_cast<uint8_t*>(own_out.data) + from, own_in, n);
+    }
+  };
   size_t most = 0;  // the largest block any rank sends: known after the first chunk
   for (size_t off = 0; off == 0 || off < most; off += per_block) {
     auto part = [&](const Buffer& b) { return off >= b.bytes() ? 0 : std::min(per_block, b.bytes() - off); };
+    auto publish = [&](uint8_t* slot) {
+      for (int d = 0; d < p; ++d) {
+        const Buffer& in = inputs[static_cast<size_t>(d)];
+        if (d != me && part(in)) {
+          std::memcpy(slot + table + static_cast<size_t>(d) * per_block,
+                      static_cast<const uint8_t*>(in.data) + off, part(in));
+        }
+      }
+    };
+    const size_t own_n =
+        std::min(part(outputs[static_cast<size_t>(me)]), part(inputs[static_cast<size_t>(me)]));
     int half;
     Status st = next_half(c, a, true, &half);
     if (!st.ok()) return st;
     uint8_t* slot = a.slot(me, half);
+    const bool addresses_in_slot = off == 0 && offers;
     if (off == 0) {
       a.stamp(half, mine);
       for (int q = 0; q < p; ++q) {
@@ -78,29 +148,26 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
                        expects = outputs[static_cast<size_t>(q)].bytes();
         std::memcpy(slot + static_cast<size_t>(q) * sizeof sends, &sends, sizeof sends);
         std::memcpy(slot + static_cast<size_t>(p + q) * sizeof expects, &expects, sizeof expects);
+        if (addresses_in_slot) {
+          const uint64_t at = reinterpret_cast<uint64_t>(inputs[static_cast<size_t>(q)].data);
+          std::memcpy(slot + table + static_cast<size_t>(q) * sizeof at, &at, sizeof at);
+        }
       }
     }
-    for (int d = 0; d < p; ++d) {
-      const Buffer& in = inputs[static_cast<size_t>(d)];
-      if (d != me && part(in)) {
-        std::memcpy(slot + table + static_cast<size_t>(d) * per_block,
-                    static_cast<const uint8_t*>(in.data) + off, part(in));
-      }
-    }
+    if (!addresses_in_slot) publish(slot);
     a.arrive();
     // This rank's own block while the others publish theirs.
-    const Buffer& own_out = outputs[static_cast<size_t>(me)];
-    const auto* own_in = static_cast<const uint8_t*>(inputs[static_cast<size_t>(me)].data) + off;
-    const size_t own_n = std::min(part(own_out), part(inputs[static_cast<size_t>(me)]));
-    if (own_n && own_in != static_cast<uint8_t*>(own_out.data) + off) {
-      std::memcpy(static_cast<uint8_t*>(own_out.data) + off, own_in, own_n);
-    }
+    copy_own(off, own_n);
     st = wait_until(c, a, -1, a.arrivals());
     if (st.ok() && off == 0) st = check_stamps(a, -1, half, mine, c.what);
     if (!st.ok()) return st;
     if (off == 0) {
       bool uniform = mine.word != kUneven;
       for (int q = 0; q < p && uniform; ++q) uniform = a.stamp_of(q, half).word == mine.word;
+      if (uniform && offers) {
+        copy_own(own_n, (mine.word & ~kOffersInPlace) - own_n);  // the rest of this rank's own block
+        return read_in_place(c, a, outputs, half, table);
+      }
       if (uniform) {
         most = mine.word;
       } else {
@@ -113,6 +180,13 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
             most = std::max<size_t>(most, sent);
           }
         }
+      }
+      bool any_offered = false;
+      for (int q = 0; q < p; ++q) any_offered = any_offered || offered(q, half);
+      if (any_offered) {
+        if (addresses_in_slot) publish(slot);
+        st = arrive_and_wait_all(c, a);
+        if (!st.ok()) return st;
       }
     }
     for (int q = 0; q < p; ++q) {

@@ -2,9 +2,9 @@
 // among the ranks of one host, where each rank's part goes to the others
 // (or, in a reduce_scatter, each rank's blocks to their owners): through
 // the posts when small, else chunk by chunk through the slots; a large
-// all_gather may read the others' buffers in place (process_vm_readv) or
-// through symmetric memory. The shared helpers are in
-// shm_direct_internal.h.
+// all_gather or broadcast may read the others' buffers in place
+// (process_vm_readv), and an all_gather through symmetric memory. The
+// shared helpers are in shm_direct_internal.h.
 #include "algorithms/shm_direct.h"
 
 #include <algorithm>
@@ -49,34 +49,6 @@ Status read_symmetric(AlgoContext& c, shm::HostSlots& a, int q, int half, const 
   }
   std::memcpy(out.data, at, out.bytes());
   return Status::ok_status();
-}
-
-// reads_in_place says whether an all_gather of `bytes` per rank reads the
-// other ranks' buffers in place (process_vm_readv) instead of through the
-// slots. Measured here (2026-11-25, P=2 and 4 on 2 cores, 512 KiB slots):
-// the kernel's copy, which pins the peer's pages, wins only for all_gather
-// at 2 ranks from 256 KiB to 2 MiB per rank (by 10-15%); from 4 MiB per
-// rank the slots win by up to 1.5x, broadcast and all_reduce through the
-// slots are 2-4x faster than it, and with more ranks than cores everything
-// is.
-bool reads_in_place(const shm::HostSlots& a, size_t bytes) {
-  const size_t from = a.single_copy_from();
-  return !a.oversubscribed() && from != SIZE_MAX && bytes >= from && bytes < 8 * from;
-}
-
-// read_peer reads from local rank `q`'s buffer; when that fails (the peer
-// left the operation), the reason it left, which it sent before leaving,
-// is the better error.
-Status read_peer(AlgoContext& c, shm::HostSlots& a, int q, void* into, uint64_t address, size_t bytes) {
-  Status st = a.read_from(q, into, address, bytes);
-  if (st.ok() && a.left(q, c.sequence)) {
-    // It gave up before we were done: what we read may already be freed.
-    st = network_error("rank " + std::to_string(a.local_ranks()[static_cast<size_t>(q)]) + " left " + c.what +
-                       " while this rank was reading its buffer");
-  }
-  if (st.ok()) return st;
-  Status why = c.transport.poll_health();
-  return why.ok() ? st : why;
 }
 
 // begin_single_copy stamps this rank's op and buffer address, waits until
@@ -179,6 +151,25 @@ Status post_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outp
   return Status::ok_status();
 }
 
+// A broadcast reads the root's buffer in place only below this: from
+// there the slots' pipeline, where the root copies one chunk while the
+// others copy the last, beats one copy by the kernel (2 ranks, 2026-12-05:
+// 1 MiB 49 against 62 us, 2 MiB 173 against 150, 4 MiB 383-449 against
+// 307-314).
+constexpr size_t kBroadcastReadsBelow = size_t{2} << 20;
+
+// read_broadcast: every rank but the root reads the root's buffer in place.
+Status read_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root,
+                      const shm::HostSlots::Stamp& mine) {
+  int half;
+  Status st = begin_single_copy(c, a, mine, buf.data, &half);
+  if (st.ok() && a.local_index() != root) {
+    st = read_peer(c, a, root, buf.data, a.stamp_of(root, half).word, buf.bytes());
+  }
+  if (!st.ok()) return st;
+  return end_single_copy(c, a, half);
+}
+
 }  // namespace
 
 Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
@@ -187,6 +178,7 @@ Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int r
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
   auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
+  if (bytes < kBroadcastReadsBelow && reads_in_place(a, bytes)) return read_broadcast(c, a, buf, root, mine);
   for (size_t off = 0; off == 0 || off < bytes; off += a.slot_bytes()) {
     const size_t n = std::min(a.slot_bytes(), bytes - off);
     int half;

@@ -64,6 +64,20 @@ inline Status end_single_copy(AlgoContext& c, shm::HostSlots& a, int half) {
   return st;
 }
 
+// reads_in_place says whether an operation of `bytes` per rank reads the
+// other ranks' buffers in place (process_vm_readv) instead of going
+// through the slots: when the host allows and chose single copy
+// (host_slots.h) and its ranks have a core each (with more ranks than
+// cores, a reader waits for a peer that is not running).
+inline bool reads_in_place(const shm::HostSlots& a, size_t bytes) {
+  return !a.oversubscribed() && bytes >= a.single_copy_from();
+}
+
+// read_peer reads from local rank `q`'s buffer; when that fails (the peer
+// left the operation), the reason it left, which it sent before leaving,
+// is the better error.
+Status read_peer(AlgoContext& c, shm::HostSlots& a, int q, void* into, uint64_t address, size_t bytes);
+
 // op_stamp names an operation for the desync check.
 inline shm::HostSlots::Stamp op_stamp(const AlgoContext& c, Collective collective, int root, uint64_t bytes) {
   return shm::HostSlots::Stamp{

@@ -313,16 +313,18 @@ inline constexpr KnobSpec kShmSlotBytes{
 inline constexpr KnobSpec kShmSingleCopyBytes{
     "COHORT_SHM_SINGLE_COPY_BYTES",
     KnobType::kInt,
-    "0",
-    "From this many bytes per rank, and below 8 times that, all_gather among ranks of one host reads "
+    "-1",
+    "From this many bytes per rank, broadcast, all_gather and all_to_all among ranks of one host read "
     "the others' buffers directly (process_vm_readv: one copy instead of two through shared memory), "
-    "where the system allows it and the host's ranks do not outnumber its cores. 0 (the default) "
-    "disables: the kernel's copy, which pins the other's pages, was slower than two through shared "
-    "memory at every size measured (docs/performance.md).",
+    "where the system allows it and the host's ranks do not outnumber its cores. -1 (the default): "
+    "from 32 KiB, if the kernel's copy runs at 0.4 of memcpy's speed or more, measured on every rank "
+    "when the group starts (0.6 on an Intel Xeon VM, where reading in place won by up to 2x; on an "
+    "AMD EPYC VM it copied at ~5 GB/s and lost at every size: docs/performance.md); 0 disables; a "
+    "size forces it from that size.",
     nullptr,
     false,
     nullptr,
-    0,
+    -1,
     1099511627776};
 
 inline constexpr KnobSpec kBind{

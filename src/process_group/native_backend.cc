@@ -44,7 +44,10 @@ NativeBackend::NativeBackend(std::unique_ptr<Transport> transport, std::shared_p
   COHORT_LOG(kDebug) << "rank " << transport_->rank() << ": " << hosts << " hosts, "
                      << how[static_cast<int>(topology_)] << "; all_reduce is "
                      << (topology_ == Topology::kHosts ? "hierarchical" : "flat")
-                     << (arena && arena->single_copy_from() != SIZE_MAX ? "; single-copy reads allowed" : "");
+                     << (arena && arena->single_copy_from() != SIZE_MAX
+                             ? "; single-copy reads from " + std::to_string(arena->single_copy_from()) +
+                                   " bytes a rank"
+                             : "");
 }
 
 Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, const OpContext& op) {

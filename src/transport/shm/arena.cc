@@ -2,6 +2,7 @@
 
 #include "transport/shm/layout.h"
 #include "transport/shm/shared_segment.h"
+#include "transport/shm/kernel_copy.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -153,8 +154,8 @@ bool Arena::share_host_facts(Store& store, const std::string& key, const Status&
   // are ranks (taskset -c 0 for two of them is, two ranks bound to a core
   // each are not), and then waits must yield the CPU from the start.
   const int64_t from = config_int(knobs::kShmSingleCopyBytes);
-  single_copy_from_ = from > 0 ? static_cast<size_t>(from) : SIZE_MAX;
-  bool can = from > 0;
+  single_copy_from_ = from > 0 ? static_cast<size_t>(from) : kAutoSingleCopyFrom;
+  bool can = from != 0;
   for (int q = 0; q < local_size() && can; ++q) {
     if (q == me_) continue;
     uint64_t word = 0;
@@ -165,6 +166,15 @@ bool Arena::share_host_facts(Store& store, const std::string& key, const Status&
                         << (st.ok() ? "wrong data" : st.message()) << "); shared-memory slots only";
       can = false;
     }
+  }
+  // Left to the machine (the default), single copy must also be fast
+  // here: every rank measures, and one slow answer keeps the host off it.
+  if (can && from < 0 && kernel_copy_speed() < kKernelCopyMinSpeed) {
+    COHORT_LOG(kInfo) << "rank " << local_ranks_[static_cast<size_t>(me_)]
+                      << ": the kernel copies between processes at " << kernel_copy_speed()
+                      << " of memcpy's speed (below " << kKernelCopyMinSpeed
+                      << "): shared-memory slots only (COHORT_SHM_SINGLE_COPY_BYTES forces single copy)";
+    can = false;
   }
   // "<single copy><wakes and watches its peers> <cpus>": "11 0-3".
   store.set(key + "/" + std::to_string(local_ranks_[static_cast<size_t>(me_)]),

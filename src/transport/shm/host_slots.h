@@ -80,9 +80,14 @@ class HostSlots {
   size_t slot_bytes() const { return slot_bytes_; }
 
   // Single copy: when every rank here may read the others' memory
-  // (process_vm_readv; seccomp or Yama may forbid it), large all_gathers
-  // read each other's buffers directly instead of copying through slots.
-  // single_copy_from is the size from which to do so (SIZE_MAX: never).
+  // (process_vm_readv; seccomp or Yama may forbid it) and, unless
+  // COHORT_SHM_SINGLE_COPY_BYTES forces it, the kernel copies fast enough
+  // (kernel_copy.h), large broadcasts, all_gathers and all_to_alls read
+  // each other's buffers directly instead of copying through the slots.
+  // single_copy_from is the size per rank from which to do so (SIZE_MAX:
+  // never); by default kAutoSingleCopyFrom, where reading in place won
+  // by 2x at 2 ranks (2026-12-05, docs/performance.md).
+  static constexpr size_t kAutoSingleCopyFrom = size_t{32} << 10;
   size_t single_copy_from() const { return single_copy_ ? single_copy_from_ : SIZE_MAX; }
   // oversubscribed is true when this host's ranks outnumber the CPUs they
   // may run on, all their affinities together.
