@@ -66,11 +66,22 @@ inline Status end_single_copy(AlgoContext& c, shm::HostSlots& a, int half) {
 
 // reads_in_place says whether an operation of `bytes` per rank reads the
 // other ranks' buffers in place (process_vm_readv) instead of going
-// through the slots: when the host allows and chose single copy
-// (host_slots.h) and its ranks have a core each (with more ranks than
-// cores, a reader waits for a peer that is not running).
-inline bool reads_in_place(const shm::HostSlots& a, size_t bytes) {
-  return !a.oversubscribed() && bytes >= a.single_copy_from();
+// through the slots: when the host allows and chose single copy, from the
+// size it chose (host_slots.h).
+//
+// Where the host's ranks outnumber its cores, each collective says which
+// way wins. A broadcast or all_gather through the slots lets a writer run
+// ahead of readers that are not running; read in place, every rank waits
+// for all at the start and the end (4 ranks on 2 cores, 2026-12-06: in
+// place took 1.6-1.8x as long for a broadcast of 256 KiB-1 MiB, 1.2x for
+// an all_gather of 4 MiB). An all_to_all through the slots passes every
+// chunk of every block through a meeting of all ranks, and there reading
+// in place wins (1.15x at 1 and 4 MiB).
+enum class WhenOversubscribed { kSlots, kReadInPlace };
+inline bool reads_in_place(const shm::HostSlots& a, size_t bytes,
+                           WhenOversubscribed oversubscribed = WhenOversubscribed::kSlots) {
+  if (a.oversubscribed() && oversubscribed == WhenOversubscribed::kSlots) return false;
+  return bytes >= a.single_copy_from();
 }
 
 // read_peer reads from local rank `q`'s buffer; when that fails (the peer

@@ -6,6 +6,7 @@
 #include "algorithms/selection.h"
 #include "cohort/config.h"
 #include "cohort/errors.h"
+#include "common/cpu_binding.h"
 #include "process_group/collective_checks.h"
 #include "process_group/thread_ranks.h"
 #include "transport/tcp/connect.h"
@@ -495,38 +496,57 @@ TEST(OneHostPaths, BroadcastReadingTheRootsBufferGivesWhatTheSlotsGive) {
 //    and rank 0 falls back to the slots with it;
 //  - each rank's input its output (in place): the slots;
 //  - rank 0 in place, rank 1 not: rank 1 offers, rank 0 cannot.
+// all_to_all_four_rounds runs the same 2-rank all_to_all four ways, with
+// blocks of 400 KB (several slot chunks), and checks every element:
+// round 0 even blocks, read in place; round 1 one rank's own block of
+// another size (the slots' fallback); round 2 both ranks in place (input
+// and output one buffer); round 3 one rank in place and the other not.
+void all_to_all_four_rounds(ProcessGroup& g) {
+  const int r = g.rank();
+  const size_t n = 100003;  // int32s: 400 KB a block
+  auto value = [](int from, int to, size_t k) {
+    return from * 100000000 + to * 10000000 + static_cast<int32_t>(k % 1000003);
+  };
+  for (int round = 0; round < 4; ++round) {
+    // Round 1: rank 1 keeps 7 fewer elements for itself.
+    auto count = [&](int from, int to) { return round == 1 && from == 1 && to == 1 ? n - 7 : n; };
+    const bool in_place = round == 2 || (round == 3 && r == 0);
+    std::vector<std::vector<int32_t>> ins(2), outs(2);
+    std::vector<Buffer> in_views, out_views;
+    for (int q = 0; q < 2; ++q) {
+      ins[q].resize(count(r, q));
+      for (size_t k = 0; k < ins[q].size(); ++k) ins[q][k] = value(r, q, k);
+      outs[q].assign(count(q, r), -1);
+    }
+    for (int q = 0; q < 2; ++q) {
+      in_views.push_back(Buffer::of(ins[q]));
+      out_views.push_back(in_place ? Buffer::of(ins[q]) : Buffer::of(outs[q]));
+    }
+    g.all_to_all(out_views, in_views);
+    for (int q = 0; q < 2; ++q) {
+      const std::vector<int32_t>& got = in_place ? ins[q] : outs[q];
+      ASSERT_EQ(got.size(), count(q, r));
+      for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], value(q, r, k)) << "round " << round;
+    }
+  }
+}
+
 TEST(OneHostPaths, AllToAllReadingThePeersBuffersGivesWhatTheSlotsGive) {
   set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
-  run_ranks(2, [](ProcessGroup& g) {
-    const int r = g.rank();
-    const size_t n = 100003;  // int32s: 400 KB a block
-    auto value = [](int from, int to, size_t k) {
-      return from * 100000000 + to * 10000000 + static_cast<int32_t>(k % 1000003);
-    };
-    for (int round = 0; round < 4; ++round) {
-      // Round 1: rank 1 keeps 7 fewer elements for itself.
-      auto count = [&](int from, int to) { return round == 1 && from == 1 && to == 1 ? n - 7 : n; };
-      const bool in_place = round == 2 || (round == 3 && r == 0);
-      std::vector<std::vector<int32_t>> ins(2), outs(2);
-      std::vector<Buffer> in_views, out_views;
-      for (int q = 0; q < 2; ++q) {
-        ins[q].resize(count(r, q));
-        for (size_t k = 0; k < ins[q].size(); ++k) ins[q][k] = value(r, q, k);
-        outs[q].assign(count(q, r), -1);
-      }
-      for (int q = 0; q < 2; ++q) {
-        in_views.push_back(Buffer::of(ins[q]));
-        out_views.push_back(in_place ? Buffer::of(ins[q]) : Buffer::of(outs[q]));
-      }
-      g.all_to_all(out_views, in_views);
-      for (int q = 0; q < 2; ++q) {
-        const std::vector<int32_t>& got = in_place ? ins[q] : outs[q];
-        ASSERT_EQ(got.size(), count(q, r));
-        for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], value(q, r, k)) << "round " << round;
-      }
-    }
-  });
+  run_ranks(2, all_to_all_four_rounds);
   reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// With both ranks on one CPU (the host oversubscribed), all_to_all still
+// reads in place (broadcast and all_gather keep to the slots there): the
+// rank threads inherit this thread's affinity.
+TEST(OneHostPaths, AllToAllReadsInPlaceWhereRanksOutnumberCores) {
+  const std::vector<int> all = affinity_of_this_thread();
+  ASSERT_TRUE(bind_this_thread({all.front()}));
+  set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
+  run_ranks(2, all_to_all_four_rounds);
+  reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+  ASSERT_TRUE(bind_this_thread(all));
 }
 
 TEST(AddressChoice, InterfaceByNameOrRouteToTheMaster) {
