@@ -9,7 +9,7 @@
 #             (the launcher's defaults: --bind auto)
 #   mpi       Open MPI's mpirun with its own defaults (it binds to cores
 #             when the ranks fit), bench/mpi_bench
-# jobs interleaved, so that all see the same machine. Each job gives one
+# jobs interleaved, each job in another order, so that all see the same machine. Each job gives one
 # time per size, the median of its rounds (-R 11 rounds of -n 100 calls,
 # each round's time the slowest rank's mean: a burst of the machine's
 # other work moves one round, not the job); per size the table shows the
@@ -44,12 +44,19 @@ for ((job = 0; job < JOBS; job++)); do
     [ "$p" -gt "$cores" ] && oversubscribe=(--oversubscribe)
     for c in $COLLECTIVES; do
       args=("$c" "${SIZES[@]}" "${ITERS[@]}" -c 0)
-      build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind auto >"$raw/bound.$c.$p.$job" 2>&1
-      build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind none >"$raw/unbound.$c.$p.$job" 2>&1
-      build/tools/cohortrun --standalone --nproc-per-node "$p" build/tools/cohort-bench "${args[@]}" \
-        >"$raw/cohortrun.$c.$p.$job" 2>/dev/null
-      mpirun -np "$p" "${oversubscribe[@]}" build/bench/mpi_bench "${args[@]}" \
-        >"$raw/mpi.$c.$p.$job" 2>/dev/null
+      # The modes take turns going first: a cohort job started right after
+      # an Open MPI job ran 10-20% slower (2026-12-06), and with a fixed
+      # order one column always paid for it.
+      for ((k = 0; k < 4; k++)); do
+        case $(((job + k) % 4)) in
+          0) build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind auto >"$raw/bound.$c.$p.$job" 2>&1 ;;
+          1) build/tools/cohort-bench "${args[@]}" --spawn "$p" --bind none >"$raw/unbound.$c.$p.$job" 2>&1 ;;
+          2) build/tools/cohortrun --standalone --nproc-per-node "$p" build/tools/cohort-bench "${args[@]}" \
+               >"$raw/cohortrun.$c.$p.$job" 2>/dev/null ;;
+          3) mpirun -np "$p" "${oversubscribe[@]}" build/bench/mpi_bench "${args[@]}" \
+               >"$raw/mpi.$c.$p.$job" 2>/dev/null ;;
+        esac
+      done
     done
   done
   echo "job $((job + 1)) of $JOBS done" >&2
