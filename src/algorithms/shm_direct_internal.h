@@ -76,7 +76,7 @@ inline Status end_single_copy(AlgoContext& c, shm::HostSlots& a, int half) {
 // place took 1.6-1.8x as long for a broadcast of 256 KiB-1 MiB, 1.2x for
 // an all_gather of 4 MiB). An all_to_all through the slots passes every
 // chunk of every block through a meeting of all ranks, and there reading
-// in place wins (1.15x at 1 and 4 MiB).
+// in place wins (1.14-1.36x at 256 KiB-16 MiB; docs/performance.md).
 enum class WhenOversubscribed { kSlots, kReadInPlace };
 inline bool reads_in_place(const shm::HostSlots& a, size_t bytes,
                            WhenOversubscribed oversubscribed = WhenOversubscribed::kSlots) {

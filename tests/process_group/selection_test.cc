@@ -496,11 +496,8 @@ TEST(OneHostPaths, BroadcastReadingTheRootsBufferGivesWhatTheSlotsGive) {
 //    and rank 0 falls back to the slots with it;
 //  - each rank's input its output (in place): the slots;
 //  - rank 0 in place, rank 1 not: rank 1 offers, rank 0 cannot.
-// all_to_all_four_rounds runs the same 2-rank all_to_all four ways, with
-// blocks of 400 KB (several slot chunks), and checks every element:
-// round 0 even blocks, read in place; round 1 one rank's own block of
-// another size (the slots' fallback); round 2 both ranks in place (input
-// and output one buffer); round 3 one rank in place and the other not.
+// all_to_all_four_rounds runs these four rounds on 2 ranks and checks
+// every element.
 void all_to_all_four_rounds(ProcessGroup& g) {
   const int r = g.rank();
   const size_t n = 100003;  // int32s: 400 KB a block
@@ -543,10 +540,14 @@ TEST(OneHostPaths, AllToAllReadingThePeersBuffersGivesWhatTheSlotsGive) {
 TEST(OneHostPaths, AllToAllReadsInPlaceWhereRanksOutnumberCores) {
   const std::vector<int> all = affinity_of_this_thread();
   ASSERT_TRUE(bind_this_thread({all.front()}));
+  // Every CPU back for the tests after this one, even when this one fails.
+  struct Unpin {
+    const std::vector<int>& cpus;
+    ~Unpin() { bind_this_thread(cpus); }
+  } unpin{all};
   set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
   run_ranks(2, all_to_all_four_rounds);
   reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
-  ASSERT_TRUE(bind_this_thread(all));
 }
 
 TEST(AddressChoice, InterfaceByNameOrRouteToTheMaster) {
