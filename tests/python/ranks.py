@@ -3,6 +3,14 @@ started by torch.multiprocessing, joined by init_process_group over env://,
 each running one function of a test module and sending back what it
 returned.
 
+The job's store is hosted by the parent, as torchrun's agent hosts it
+(TORCHELASTIC_USE_AGENT_STORE=True: every rank is a client). The parent
+opens it on port 0, so the port is never free between being picked and
+being bound: when rank 0 bound a port picked earlier, another test's server
+could take it in between, and rank 1 then joined the other test's store
+(seen once in CI: rank 1's multi_get ended with "Failed to recv" when the
+other job finished).
+
 The processes come from a fork server that imported torch and cohort_torch
 once (multiprocessing's "forkserver", with those modules preloaded): each
 rank is a fresh fork of a process that has run no torch operation and
@@ -29,6 +37,7 @@ def free_port():
 def _entry(rank, size, port, fn, results, backend, env):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     os.environ.update(env)
     import cohort_torch  # noqa: F401  (registers the backend; preloaded by the fork server)
 
@@ -70,7 +79,9 @@ def run_ranks(fn, size, backend="cohort", killed=(), env=None):
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "torch.distributed", "cohort_torch"])
     results = ctx.Queue()
-    port = free_port()
+    store = dist.TCPStore("127.0.0.1", 0, size, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=60))
+    port = store.port
     procs = [
         ctx.Process(target=_entry, args=(r, size, port, fn, results, backend, dict(env or {})))
         for r in range(size)

@@ -4,7 +4,6 @@ it for "cohort" and for "gloo" in real processes."""
 
 import datetime
 import os
-import socket
 import sys
 
 import pytest
@@ -13,12 +12,6 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import cohort_torch
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_torchs_store_methods_on_cohorts_server():
@@ -48,7 +41,7 @@ def test_a_bad_port_is_refused_naming_it():
 
 
 def _rank(rank, size, port, backend, results):
-    store = cohort_torch.TCPStore("127.0.0.1", port, size, rank == 0, datetime.timedelta(seconds=60))
+    store = cohort_torch.TCPStore("127.0.0.1", port, timeout=datetime.timedelta(seconds=60))
     dist.init_process_group(backend, store=store, rank=rank, world_size=size)
     t = torch.tensor([float(rank + 1)])
     dist.all_reduce(t)
@@ -60,8 +53,11 @@ def _rank(rank, size, port, backend, results):
 def test_init_process_group_meets_through_it(backend):
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_rank, args=(r, 3, port, backend, results)) for r in range(3)]
+    # The server is the parent's, on port 0: a port picked here and bound by
+    # rank 0 later could be taken in between by another test's server.
+    server = cohort_torch.TCPStore("127.0.0.1", 0, is_master=True, timeout=datetime.timedelta(seconds=60),
+                                   wait_for_workers=False)
+    procs = [ctx.Process(target=_rank, args=(r, 3, server.port, backend, results)) for r in range(3)]
     for p in procs:
         p.start()
     got = dict(results.get(timeout=120) for _ in range(3))
