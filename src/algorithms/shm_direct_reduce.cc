@@ -1,8 +1,9 @@
 // shm_direct_reduce.cc: all_reduce (of one buffer or of several pieces)
 // and reduce among the ranks of one host: in a word carried by the stamp,
-// through the posts, in one step through the slots, chunk by chunk with
-// each rank reducing its own block, or straight between buffers that lie in
-// symmetric memory. The shared helpers are in shm_direct_internal.h.
+// in one step through the posts (up to a post, 16 KiB: every rank reduces
+// the whole vector in rank order, so that all get identical bits), chunk by
+// chunk through the slots with each rank reducing its own block, or
+// straight between buffers that lie in symmetric memory. The shared helpers are in shm_direct_internal.h.
 #include "algorithms/shm_direct.h"
 
 #include <algorithm>
@@ -16,11 +17,6 @@
 namespace cohort {
 namespace {
 using namespace shm_direct_internal;  // NOLINT: the helpers of every direct collective
-
-// Up to this many bytes, all_reduce takes one step: every rank reduces the
-// whole vector from every slot (in rank order, so that all get identical
-// bits); beyond it, the work is split by blocks.
-constexpr size_t kOneStepBytes = 16 * 1024;
 
 // Piece is one of the buffers whose concatenation an all_reduce reduces
 // (all_reduce_coalesced: several; all_reduce: one): where it is here, how
@@ -362,7 +358,7 @@ Status post_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, Red
 }  // namespace
 
 bool shm_all_reduce_takes_pieces(size_t bytes) {
-  return bytes > kOneStepBytes;
+  return bytes > shm::HostSlots::kPostBytes;
 }
 
 Status shm_all_reduce_pieces(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& buffers,
@@ -373,50 +369,38 @@ Status shm_all_reduce_pieces(AlgoContext& c, shm::HostSlots& a, const std::vecto
 Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale) {
   const size_t bytes = buf.bytes();
-  if (shm_all_reduce_takes_pieces(bytes) || bytes > a.slot_bytes()) {
+  if (shm_all_reduce_takes_pieces(bytes)) {
     return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, -1, post_scale);
   }
-  // Over a word and up to a post: through the posts, where a rank need not
-  // wait for a slot half that its peers may still be reading (at 2 ranks,
-  // 4 KiB: 0.52-0.55 us against 0.58-0.60 through the slots).
-  if (bytes > sizeof(uint64_t) && bytes <= shm::HostSlots::kPostBytes) {
-    return post_all_reduce(c, a, buf, op, post_scale);
-  }
+  // Over a word and up to a post: in one step through the posts, where a
+  // rank need not wait for a slot half that its peers may still be reading
+  // (at 2 ranks, 4 KiB: 0.52-0.55 us against 0.58-0.60 through the slots;
+  // 16 KiB: 3.25 against 4.11 through the slots in one step).
+  if (bytes > sizeof(uint64_t)) return post_all_reduce(c, a, buf, op, post_scale);
+  // Up to a word: the data travels in the stamp, on the line of the rank's
+  // arrival count, so a peer gets count, stamp and data in one cache miss,
+  // and no slot line changes hands.
   const int p = a.local_size(), me = a.local_index();
   auto mine = op_stamp(c, Collective::kAllReduce, -1, bytes);
   int half;
   Status st = next_half(c, a, true, &half);
   if (!st.ok()) return st;
-  if (bytes <= sizeof mine.word) {
-    // Up to a word: the data travels in the stamp, on the line of the
-    // rank's arrival count, so a peer gets count, stamp and data in one
-    // cache miss, and no slot line changes hands.
-    std::memcpy(&mine.word, buf.data, bytes);
-    a.stamp(half, mine);
-    st = arrive_and_wait_all(c, a);
-    if (!st.ok()) return st;
-    // Each peer's line is read once, for its stamp and its data together:
-    // read again later, it may already hold the peer's next operation.
-    for (int q = 0; q < p; ++q) {
-      const shm::HostSlots::Stamp theirs = q == me ? mine : a.stamp_of(q, half);
-      if (q != me) st = check_stamp(a, q, theirs, mine, c.what);
-      if (!st.ok()) return st;
-      if (q == 0) {
-        std::memcpy(buf.data, &theirs.word, bytes);
-      } else {
-        reduce_into(buf.dtype, op, buf.data, &theirs.word, buf.count);
-      }
-    }
-    release(a, half, a.arrivals() + 1);
-    if (post_scale != 1.0) scale(buf.dtype, buf.data, buf.count, post_scale);
-    return Status::ok_status();
-  }
+  std::memcpy(&mine.word, buf.data, bytes);
   a.stamp(half, mine);
-  if (bytes) std::memcpy(a.slot(me, half), buf.data, bytes);
   st = arrive_and_wait_all(c, a);
-  if (st.ok()) st = check_stamps(a, -1, half, mine, c.what);
   if (!st.ok()) return st;
-  reduce_in_rank_order(buf, op, p, me, [&](int q) { return a.slot(q, half); });
+  // Each peer's line is read once, for its stamp and its data together:
+  // read again later, it may already hold the peer's next operation.
+  for (int q = 0; q < p; ++q) {
+    const shm::HostSlots::Stamp theirs = q == me ? mine : a.stamp_of(q, half);
+    if (q != me) st = check_stamp(a, q, theirs, mine, c.what);
+    if (!st.ok()) return st;
+    if (q == 0) {
+      std::memcpy(buf.data, &theirs.word, bytes);
+    } else {
+      reduce_into(buf.dtype, op, buf.data, &theirs.word, buf.count);
+    }
+  }
   release(a, half, a.arrivals() + 1);
   if (post_scale != 1.0) scale(buf.dtype, buf.data, buf.count, post_scale);
   return Status::ok_status();

@@ -12,9 +12,14 @@
 #include <thread>
 
 #include "process_group/reference.h"
+#include "transport/shm/host_slots.h"
 
 namespace cohort::testing {
 namespace {
+
+// The most bytes a rank's post holds on one host: the small checks below
+// take sizes on both sides of it.
+constexpr size_t kPostBytes = shm::HostSlots::kPostBytes;
 
 std::string label(DType d, ReduceOp op, size_t n) {
   return std::string(dtype_name(d)) + " " + reduce_op_name(op) + " x" + std::to_string(n);
@@ -367,16 +372,18 @@ void check_all_to_all_uneven_splits_larger_than_a_slot(ProcessGroup& g) {
 }
 
 // Many small broadcasts in a row, from changing roots, of sizes on both
-// sides of the posts' limit (4 KiB), with an all_reduce now and then: on
+// sides of the posts' limit (kPostBytes), with an all_reduce now and then: on
 // one host a root may run many broadcasts ahead of its readers, through
 // its ring of posts (32 of them), and must never overwrite one not yet
 // read. One reader per root sleeps early in the root's run of 60, so the
 // root does get more than 32 ahead of it.
 void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
   const int world = g.size();
-  // int32 elements: 4 B to 4.7 KiB. Only posts in the first 45 of a run:
-  // a broadcast through the slots holds the root within two of its readers.
-  const size_t sizes[] = {1, 2, 10, 1023, 1024, 1025, 1200};
+  // int32 elements: 4 B to 1.17 posts. Only posts in the first 45 of a
+  // run: a broadcast through the slots holds the root within two of its
+  // readers.
+  constexpr size_t kPost = kPostBytes / sizeof(int32_t);
+  const size_t sizes[] = {1, 2, 10, kPost - 1, kPost, kPost + 1, kPost * 117 / 100};
   for (int i = 0; i < 300; ++i) {
     const int root = (i / 60) % world;
     if (i % 60 == 5 && g.rank() == (root + 1) % world)
@@ -405,9 +412,10 @@ void check_small_broadcasts_run_ahead_from_changing_roots(ProcessGroup& g) {
 // more than 32 ahead) and must never overwrite a post it has not read.
 void check_small_reduces_run_ahead_of_their_root(ProcessGroup& g) {
   const int world = g.size();
-  // int64 elements: 8 B to 8 KiB. Only posts (up to 4 KiB) in the first 45
-  // of a run: a reduction through the slots holds every rank with the root.
-  const size_t sizes[] = {1, 3, 64, 511, 512, 513, 1024};
+  // int64 elements: 8 B to two posts. Only posts in the first 45 of a run:
+  // a reduction through the slots holds every rank with the root.
+  constexpr size_t kPost = kPostBytes / sizeof(int64_t);
+  const size_t sizes[] = {1, 3, 64, kPost - 1, kPost, kPost + 1, 2 * kPost};
   for (int i = 0; i < 300; ++i) {
     const int root = (i / 60) % world;
     if (i % 60 == 5 && g.rank() == root) std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -434,9 +442,11 @@ void check_small_exchanges_with_a_late_rank(ProcessGroup& g) {
   const int r = g.rank();
   for (int i = 0; i < 120; ++i) {
     if (i % 10 == 3 && r == (i / 10) % world) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    // int32 elements per rank: through the posts up to 1024 (4 KiB) for the
-    // all_gather, up to 1 KiB in all for the reduce_scatter.
-    const size_t sizes[] = {1, 2, 3, 4, 5, 1024, 1025};
+    // int32 elements per rank: through the posts up to a post for the
+    // all_gather and the all_reduce, up to 1 KiB in all for the
+    // reduce_scatter.
+    constexpr size_t kPost = kPostBytes / sizeof(int32_t);
+    const size_t sizes[] = {1, 2, 3, 4, 5, kPost, kPost + 1};
     const size_t n = sizes[i % 7];
     std::vector<int32_t> in(n), gathered(n * static_cast<size_t>(world), -1);
     for (size_t k = 0; k < n; ++k) in[k] = i * 100000 + r * 100 + static_cast<int32_t>(k);
@@ -448,7 +458,7 @@ void check_small_exchanges_with_a_late_rank(ProcessGroup& g) {
       }
     }
     // The all_reduce: in the stamp's word up to 8 bytes, through the posts
-    // up to 4 KiB, through the slots beyond.
+    // up to a post, through the slots beyond.
     std::vector<int32_t> summed = in;
     g.all_reduce(Buffer::of(summed));
     for (size_t k = 0; k < n; ++k) {

@@ -7,6 +7,7 @@
 
 #include "cohort/errors.h"
 #include "process_group/thread_ranks.h"
+#include "transport/shm/host_slots.h"
 
 namespace cohort::testing {
 namespace {
@@ -111,12 +112,14 @@ void expect_sizes_that_differ_to_be_a_desync(size_t rank0, size_t rank1) {
 }
 
 // Sizes on one path, and on both sides of a path's limit on one host: the
-// stamp's word (up to 8 bytes), the posts (up to 4 KiB), the slots.
+// stamp's word (up to 8 bytes), the posts (up to a post), the slots.
 TEST(InvalidArgumentTest, SizesThatDifferBetweenRanksAreADesyncNotAHang) {
+  constexpr size_t kPost = shm::HostSlots::kPostBytes / sizeof(float);
   expect_sizes_that_differ_to_be_a_desync(4, 5);
   expect_sizes_that_differ_to_be_a_desync(2, 3);
   expect_sizes_that_differ_to_be_a_desync(1024, 1025);
-  expect_sizes_that_differ_to_be_a_desync(2048, 2049);
+  expect_sizes_that_differ_to_be_a_desync(kPost, kPost + 1);
+  expect_sizes_that_differ_to_be_a_desync(2 * kPost, 2 * kPost + 1);
 }
 
 // The split sizes of an all_to_all may differ between ranks, so only the

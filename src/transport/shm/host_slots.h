@@ -123,12 +123,14 @@ class HostSlots {
   // host then pass the processor back and forth for every broadcast
   // (Open MPI's eager buffers let its root run far ahead: 0.41 us against
   // cohort's 2.5 us for 4 bytes at 4 ranks on 2 cores, before posts).
-  // Up to 4 KiB a post: at 4 KiB per rank, through posts against through
-  // the slots, at 2 ranks (2026-11-27, alternating builds): all_gather
-  // 0.24-0.26 us against 0.30-0.33, broadcast 0.49-0.51 against
-  // 0.67-0.70, reduce 0.50-0.54 against 1.50.
+  // Up to 16 KiB a post (512 KiB of cells a rank, half its slots'): at 2
+  // ranks, bound, through posts against through the slots (Intel Xeon VM,
+  // 2026-12-06, alternating builds, medians of 3 jobs): 16 KiB all_reduce
+  // 3.25 us against 4.11, broadcast 1.00 against 2.04, reduce 0.96 against
+  // 3.67, all_gather of 8 KiB a rank 1.86 against 2.08. (4 KiB posts had
+  // measured all_gather 0.24-0.26 us against 0.30-0.33 at 4 KiB a rank.)
   static constexpr int kPosts = 32;
-  static constexpr size_t kPostBytes = 4096;
+  static constexpr size_t kPostBytes = 16384;
   // PostClock is this rank's record of the posts, like SlotClock: how many
   // broadcasts went through posts (the same on every rank, whichever rank
   // was root: a cell index is taken from the count) and, per cell index,

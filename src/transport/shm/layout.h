@@ -51,8 +51,8 @@ struct alignas(64) PostCell {
   std::atomic<uint64_t> bytes;
   std::atomic<uint32_t> op;
   uint32_t unused;
-  uint8_t data[4136];
+  uint8_t data[16424];
 };
-static_assert(sizeof(PostCell) == 4160, "65 cache lines per cell");
+static_assert(sizeof(PostCell) == 16448, "257 cache lines per cell: a header line, 16 KiB of data");
 
 }  // namespace cohort::shm
