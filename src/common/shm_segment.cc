@@ -53,7 +53,7 @@ uint64_t promised_bytes() {
 }
 
 // room_problem says why /dev/shm cannot hold a new segment of `bytes`
-// (already sized, so among the promised bytes), or "" when it can. A
+// (not sized yet, so not among the promised bytes), or "" when it can. A
 // tmpfs without a size limit (size=0) reports no blocks at all: no limit
 // to check.
 std::string room_problem(int fd, size_t bytes) {
@@ -61,9 +61,9 @@ std::string room_problem(int fd, size_t bytes) {
   if (::fstatvfs(fd, &room) != 0 || room.f_blocks == 0) return "";
   const uint64_t free_bytes = static_cast<uint64_t>(room.f_bavail) * room.f_frsize;
   const uint64_t promised = promised_bytes();
-  if (promised <= free_bytes) return "";
+  if (promised + bytes <= free_bytes) return "";
   return "needs " + std::to_string(bytes) + " bytes, but /dev/shm has " + std::to_string(free_bytes) +
-         " free and its segments, this one included, may still take " + std::to_string(promised) +
+         " free and the segments there may still take " + std::to_string(promised) +
          " (make /dev/shm larger, or set COHORT_SHM_RING_BYTES lower)";
 }
 
@@ -115,16 +115,19 @@ Result<ShmSegment> ShmSegment::create(size_t bytes) {
   // what the segments already there may still take (every group's arena
   // and block, unwritten), or it is an error now and the host falls back
   // to TCP. Only segments made at the same moment, or a /dev/shm filled
-  // by other writers later, can still end in a SIGBUS.
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    Status st = shm_error("sizing", s.name_);
+  // by other writers later, can still end in a SIGBUS. Checked before the
+  // segment is sized: a refused one is never among what another segment
+  // made meanwhile finds promised (two tests made one of 64 MiB and one
+  // larger than /dev/shm at once, and both were refused).
+  const std::string no_room = room_problem(fd, bytes);
+  if (!no_room.empty()) {
+    Status st(StatusCode::kBackendError, "shared-memory segment /dev/shm" + s.name_ + " " + no_room);
     ::close(fd);
     ::shm_unlink(s.name_.c_str());
     return st;
   }
-  const std::string no_room = room_problem(fd, bytes);
-  if (!no_room.empty()) {
-    Status st(StatusCode::kBackendError, "shared-memory segment /dev/shm" + s.name_ + " " + no_room);
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    Status st = shm_error("sizing", s.name_);
     ::close(fd);
     ::shm_unlink(s.name_.c_str());
     return st;
