@@ -106,10 +106,38 @@ Status post_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
   return Status::ok_status();
 }
 
-// A reduce_scatter goes through the posts only up to 1 KiB in all: at 2
-// ranks, 4 KiB in all took 1.11-1.16 us through the posts against
-// 0.92-1.01 through the slots (2026-11-27, alternating builds).
-constexpr size_t kPostReduceScatterBytes = 1024;
+// A reduce_scatter goes through the posts up to a post in all (16 KiB),
+// where each rank has a core: at 2 ranks, bound, 2-16 KiB in all took
+// 0.70-2.08 us against 0.81-2.32 through the slots (1.11-1.24x; Intel Xeon
+// VM, 2026-12-06, alternating builds, medians of 5 jobs). Where the ranks
+// outnumber the cores, only up to 1 KiB: at 4 ranks on 2 cores, 2-4 KiB
+// in all took 1.2x as long through the posts (medians of 6 jobs that
+// spread by 1.5x).
+constexpr size_t kOversubscribedPostReduceScatterBytes = 1024;
+
+// reduce_own_block sets `out` (n elements) to this rank's block of every
+// rank's input reduced in rank order (so that the bits do not depend on
+// which rank reduces): rank q's block at block_of(q), this rank's own at
+// `own`, its input, which therefore never goes through shared memory. In
+// place (`out` is `own`), a rank after the first sets its own block aside
+// before rank 0's overwrites it.
+template <class BlockOf>
+void reduce_own_block(DType dtype, ReduceOp::Kind op, uint8_t* out, const uint8_t* own, size_t n, int p,
+                      int me, BlockOf block_of) {
+  if (n == 0) return;
+  const size_t bytes = n * dtype_size(dtype);
+  thread_local std::vector<uint8_t> aside;  // kept: a fresh large one is mapped and faulted in every time
+  if (out == own && me > 0) {
+    aside.assign(own, own + bytes);
+    own = aside.data();
+  }
+  if (me == 0) {
+    if (out != own) std::memcpy(out, own, bytes);
+  } else {
+    std::memcpy(out, block_of(0), bytes);
+  }
+  for (int q = 1; q < p; ++q) reduce_into(dtype, op, out, q == me ? own : block_of(q), n);
+}
 
 // post_reduce_scatter: every rank posts all its blocks, one after another
 // (every rank's block d has rank d's output length, so the offsets agree),
@@ -123,30 +151,23 @@ Status post_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outp
   Status st = next_post(c, a, true, &cell);
   if (!st.ok()) return st;
   size_t at = 0, mine_at = 0;
-  uint8_t* own = a.post(me, cell);
+  uint8_t* post = a.post(me, cell);
   for (int d = 0; d < p; ++d) {
     const Buffer& in = inputs[static_cast<size_t>(d)];
     if (d == me) mine_at = at;
-    if (in.bytes()) std::memcpy(own + at, in.data, in.bytes());
+    if (d != me && in.bytes()) std::memcpy(post + at, in.data, in.bytes());  // its own block stays home
     at += in.bytes();
   }
   publish_post(a, cell, mine, nullptr, 0);
   a.arrive();
   for (int q = 0; q < p; ++q) {
-    if (q != me) {
-      st = await_post(c, a, q, cell, mine, a.arrivals());
-      if (!st.ok()) return st;
-    }
-    if (output.count == 0) continue;
-    // This rank's own block from its post too: the output may be that
-    // block of its input (in place), overwritten by rank 0's first.
-    const uint8_t* block = a.post(q, cell) + mine_at;
-    if (q == 0) {
-      if (block != output.data) std::memcpy(output.data, block, output.bytes());
-    } else {
-      reduce_into(output.dtype, op, output.data, block, output.count);
-    }
+    if (q == me) continue;
+    st = await_post(c, a, q, cell, mine, a.arrivals());
+    if (!st.ok()) return st;
   }
+  reduce_own_block(output.dtype, op, static_cast<uint8_t*>(output.data),
+                   static_cast<const uint8_t*>(inputs[static_cast<size_t>(me)].data), output.count, p, me,
+                   [&](int q) { return a.post(q, cell) + mine_at; });
   end_exchange(a, cell);
   return Status::ok_status();
 }
@@ -288,7 +309,9 @@ Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outpu
   const size_t es = dtype_size(output.dtype);
   size_t most = 0;
   for (const Buffer& b : inputs) most = std::max(most, b.count);
-  if (most * es * static_cast<size_t>(p) <= kPostReduceScatterBytes) {
+  const size_t post_limit =
+      a.oversubscribed() ? kOversubscribedPostReduceScatterBytes : shm::HostSlots::kPostBytes;
+  if (most * es * static_cast<size_t>(p) <= post_limit) {
     return post_reduce_scatter(c, a, output, inputs, op, most);
   }
   // Each chunk carries `per_block` elements of every destination's block.
@@ -303,7 +326,7 @@ Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outpu
     for (int d = 0; d < p; ++d) {
       const Buffer& in = inputs[static_cast<size_t>(d)];
       const size_t n = part(in.count);
-      if (n) {
+      if (n && d != me) {  // its own block stays home
         std::memcpy(a.slot(me, half) + static_cast<size_t>(d) * per_block * es,
                     static_cast<const uint8_t*>(in.data) + e0 * es, n * es);
       }
@@ -311,13 +334,10 @@ Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outpu
     st = arrive_and_wait_all(c, a);
     if (st.ok() && e0 == 0) st = check_stamps(a, -1, half, mine, c.what);
     if (!st.ok()) return st;
-    const size_t n = part(output.count);
-    if (n) {
-      uint8_t* out = static_cast<uint8_t*>(output.data) + e0 * es;
-      const size_t at = static_cast<size_t>(me) * per_block * es;
-      std::memcpy(out, a.slot(0, half) + at, n * es);
-      for (int q = 1; q < p; ++q) reduce_into(output.dtype, op, out, a.slot(q, half) + at, n);
-    }
+    const size_t at = static_cast<size_t>(me) * per_block * es;
+    reduce_own_block(output.dtype, op, static_cast<uint8_t*>(output.data) + e0 * es,
+                     static_cast<const uint8_t*>(inputs[static_cast<size_t>(me)].data) + e0 * es,
+                     part(output.count), p, me, [&](int q) { return a.slot(q, half) + at; });
     release(a, half, a.arrivals() + 1);
   }
   return Status::ok_status();

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "algorithms/selection.h"
 #include "cohort/config.h"
@@ -534,20 +535,61 @@ TEST(OneHostPaths, AllToAllReadingThePeersBuffersGivesWhatTheSlotsGive) {
   reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
 }
 
-// With both ranks on one CPU (the host oversubscribed), all_to_all still
-// reads in place (broadcast and all_gather keep to the slots there): the
-// rank threads inherit this thread's affinity.
-TEST(OneHostPaths, AllToAllReadsInPlaceWhereRanksOutnumberCores) {
+// run_ranks_on_one_cpu runs `world` ranks as threads that all share one
+// CPU, so that the host counts as oversubscribed: the rank threads inherit
+// this thread's affinity, which is given back afterwards, even when a check
+// fails.
+void run_ranks_on_one_cpu(int world, const std::function<void(ProcessGroup&)>& fn) {
   const std::vector<int> all = affinity_of_this_thread();
   ASSERT_TRUE(bind_this_thread({all.front()}));
-  // Every CPU back for the tests after this one, even when this one fails.
   struct Unpin {
     const std::vector<int>& cpus;
     ~Unpin() { bind_this_thread(cpus); }
   } unpin{all};
+  run_ranks(world, fn);
+}
+
+// With both ranks on one CPU (the host oversubscribed), all_to_all still
+// reads in place (broadcast and all_gather keep to the slots there).
+TEST(OneHostPaths, AllToAllReadsInPlaceWhereRanksOutnumberCores) {
   set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
-  run_ranks(2, all_to_all_four_rounds);
+  run_ranks_on_one_cpu(2, all_to_all_four_rounds);
   reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// A reduce_scatter on one host reduces each block in rank order, whichever
+// rank owns it and whether or not it runs in place (a rank's own block
+// never goes through shared memory): the MIN of rank 0's -0 and the
+// others' +0 is -0 everywhere (MIN keeps its left operand on a tie), where
+// a rank that put its own block first would get +0. Through the posts
+// (small), the slots (larger) and several chunks of them.
+void reduce_scatter_in_rank_order(ProcessGroup& g) {
+  const int world = g.size();
+  for (const size_t n : {size_t{3}, size_t{1000}, size_t{5000}, size_t{300001}}) {
+    for (const bool in_place : {false, true}) {
+      std::vector<float> input(n * static_cast<size_t>(world), g.rank() == 0 ? -0.0f : 0.0f);
+      std::vector<float> output(n, 7.0f);
+      Buffer out =
+          in_place ? Buffer::of(input.data() + static_cast<size_t>(g.rank()) * n, n) : Buffer::of(output);
+      ReduceScatterOptions o;
+      o.op = ReduceOp::MIN;
+      g.reduce_scatter_tensor(out, Buffer::of(input), o);
+      const float* got = static_cast<const float*>(out.data);
+      for (size_t k = 0; k < n; ++k) {
+        ASSERT_TRUE(got[k] == 0.0f && std::signbit(got[k]))
+            << "rank " << g.rank() << " of " << world << ", " << n << " a block, in place " << in_place
+            << ": [" << k << "] is " << got[k] << (std::signbit(got[k]) ? "" : " (+0)");
+      }
+    }
+  }
+}
+
+TEST(OneHostPaths, ReduceScatterReducesEveryBlockInRankOrder) {
+  for (int world : {2, 3, 4}) run_ranks(world, reduce_scatter_in_rank_order);
+}
+
+TEST(OneHostPaths, ReduceScatterReducesInRankOrderWhereRanksOutnumberCores) {
+  run_ranks_on_one_cpu(3, reduce_scatter_in_rank_order);
 }
 
 TEST(AddressChoice, InterfaceByNameOrRouteToTheMaster) {
