@@ -118,16 +118,20 @@ constexpr size_t kOversubscribedPostReduceScatterBytes = 1024;
 // reduce_own_block sets `out` (n elements) to this rank's block of every
 // rank's input reduced in rank order (so that the bits do not depend on
 // which rank reduces): rank q's block at block_of(q), this rank's own at
-// `own`, its input, which therefore never goes through shared memory. In
-// place (`out` is `own`), a rank after the first sets its own block aside
-// before rank 0's overwrites it.
+// `own`, its input, which therefore never goes through shared memory.
+// Where `out` overlaps `own` (in place, or partly), the rank sets its own
+// block aside first, unless it is rank 0 exactly in place: rank 0's block,
+// written first, would overwrite it. The other ranks' blocks of this
+// rank's input were copied into shared memory before, so `out` may overlap
+// them.
 template <class BlockOf>
 void reduce_own_block(DType dtype, ReduceOp::Kind op, uint8_t* out, const uint8_t* own, size_t n, int p,
                       int me, BlockOf block_of) {
   if (n == 0) return;
   const size_t bytes = n * dtype_size(dtype);
   thread_local std::vector<uint8_t> aside;  // kept: a fresh large one is mapped and faulted in every time
-  if (out == own && me > 0) {
+  const bool overlap = out < own + bytes && own < out + bytes;
+  if (overlap && !(me == 0 && out == own)) {
     aside.assign(own, own + bytes);
     own = aside.data();
   }
@@ -139,9 +143,10 @@ void reduce_own_block(DType dtype, ReduceOp::Kind op, uint8_t* out, const uint8_
   for (int q = 1; q < p; ++q) reduce_into(dtype, op, out, q == me ? own : block_of(q), n);
 }
 
-// post_reduce_scatter: every rank posts all its blocks, one after another
-// (every rank's block d has rank d's output length, so the offsets agree),
-// and reduces its own block of everyone's post in rank order.
+// post_reduce_scatter: every rank posts its blocks for the others, each at
+// its place in the row of all blocks (every rank's block d has rank d's
+// output length, so the offsets agree; its own block's place stays empty),
+// and reduces its own block of everyone's in rank order.
 Status post_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& output,
                            const std::vector<Buffer>& inputs, ReduceOp::Kind op, size_t most) {
   const int p = a.local_size(), me = a.local_index();
@@ -314,7 +319,8 @@ Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outpu
   if (most * es * static_cast<size_t>(p) <= post_limit) {
     return post_reduce_scatter(c, a, output, inputs, op, most);
   }
-  // Each chunk carries `per_block` elements of every destination's block.
+  // Each chunk carries `per_block` elements of every other destination's
+  // block (its own block's place stays empty).
   const size_t per_block = std::max<size_t>(1, a.slot_bytes() / (static_cast<size_t>(p) * es));
   const auto mine = op_stamp(c, Collective::kReduceScatter, -1, most * es);
   for (size_t e0 = 0; e0 == 0 || e0 < most; e0 += per_block) {

@@ -3,7 +3,8 @@
 // in one step through the posts (up to a post, 16 KiB: every rank reduces
 // the whole vector in rank order, so that all get identical bits), chunk by
 // chunk through the slots with each rank reducing its own block, or
-// straight between buffers that lie in symmetric memory. The shared helpers are in shm_direct_internal.h.
+// straight between buffers that lie in symmetric memory. The shared
+// helpers are in shm_direct_internal.h.
 #include "algorithms/shm_direct.h"
 
 #include <algorithm>
@@ -318,8 +319,8 @@ Status post_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int roo
 // where the others read it: reading lines the others are reading was
 // slower than a copy of its own (2 ranks, alternating builds, 2026-11-27:
 // 4 KiB through the posts 0.38-0.40 us against 0.57, 16 KiB through the
-// slots 0.93-1.01 against 1.41-1.43). Not so in a reduce_scatter, where
-// the others read other blocks of a rank's slot than its own.
+// slots 0.93-1.01 against 1.41-1.43). (A reduce_scatter's own block never
+// goes through shared memory: shm_direct_gather_scatter.cc.)
 template <class DataOf>
 void reduce_in_rank_order(const Buffer& buf, ReduceOp::Kind op, int p, int me, DataOf data_of) {
   if (buf.count == 0) return;
@@ -336,7 +337,7 @@ void reduce_in_rank_order(const Buffer& buf, ReduceOp::Kind op, int p, int me, D
 }
 
 // post_all_reduce: every rank posts its vector, then reduces everyone's
-// posts in rank order, as the one-step path through the slots does.
+// posts in rank order, in one step.
 Status post_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, ReduceOp::Kind op,
                        double post_scale) {
   const int p = a.local_size(), me = a.local_index();

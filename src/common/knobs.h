@@ -316,11 +316,13 @@ inline constexpr KnobSpec kShmSingleCopyBytes{
     "-1",
     "From this many bytes per rank, broadcast, all_gather and all_to_all among ranks of one host read "
     "the others' buffers directly (process_vm_readv: one copy instead of two through shared memory), "
-    "where the system allows it and the host's ranks do not outnumber its cores. -1 (the default): "
+    "where the system allows it (broadcast and all_gather only where the host's ranks do not outnumber "
+    "its cores). -1 (the default): "
     "from 32 KiB, if the kernel's copy runs at 0.4 of memcpy's speed or more, measured on every rank "
     "when the group starts (0.6 on an Intel Xeon VM, where reading in place won by up to 2x; on an "
     "AMD EPYC VM it copied at ~5 GB/s and lost at every size: docs/performance.md); 0 disables; a "
-    "size forces it from that size.",
+    "size forces it from that size (broadcast and all_gather up to 16 KiB per rank go through the "
+    "posts whatever it says).",
     nullptr,
     false,
     nullptr,

@@ -443,11 +443,12 @@ void check_small_exchanges_with_a_late_rank(ProcessGroup& g) {
   for (int i = 0; i < 120; ++i) {
     if (i % 10 == 3 && r == (i / 10) % world) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     // int32 elements per rank: through the posts up to a post for the
-    // all_gather and the all_reduce, up to 1 KiB in all for the
-    // reduce_scatter.
+    // all_gather and the all_reduce, up to a post in all for the
+    // reduce_scatter (kPost / world: exactly one), through the slots
+    // beyond (ranks that outnumber the cores: from 1 KiB in all).
     constexpr size_t kPost = kPostBytes / sizeof(int32_t);
-    const size_t sizes[] = {1, 2, 3, 4, 5, kPost, kPost + 1};
-    const size_t n = sizes[i % 7];
+    const size_t sizes[] = {1, 2, 3, 4, 5, kPost / static_cast<size_t>(world), kPost, kPost + 1};
+    const size_t n = sizes[i % 8];
     std::vector<int32_t> in(n), gathered(n * static_cast<size_t>(world), -1);
     for (size_t k = 0; k < n; ++k) in[k] = i * 100000 + r * 100 + static_cast<int32_t>(k);
     g.all_gather_into_tensor(Buffer::of(gathered), Buffer::of(in));

@@ -3,7 +3,6 @@ torch's Store methods against a real server, and init_process_group with
 it for "cohort" and for "gloo" in real processes."""
 
 import datetime
-import os
 import sys
 
 import pytest

@@ -123,12 +123,13 @@ class HostSlots {
   // host then pass the processor back and forth for every broadcast
   // (Open MPI's eager buffers let its root run far ahead: 0.41 us against
   // cohort's 2.5 us for 4 bytes at 4 ranks on 2 cores, before posts).
-  // Up to 16 KiB a post (512 KiB of cells a rank, half its slots'): at 2
-  // ranks, bound, through posts against through the slots (Intel Xeon VM,
-  // 2026-12-06, alternating builds, medians of 3 jobs): 16 KiB all_reduce
-  // 3.25 us against 4.11, broadcast 1.00 against 2.04, reduce 0.96 against
-  // 3.67, all_gather of 8 KiB a rank 1.86 against 2.08. (4 KiB posts had
-  // measured all_gather 0.24-0.26 us against 0.30-0.33 at 4 KiB a rank.)
+  // Up to 16 KiB a post (512 KiB of cells a rank; its slots take 1 MiB by
+  // default): at 2 ranks, bound, through posts against through the slots
+  // (Intel Xeon VM, 2026-12-06, alternating builds, medians of 3 jobs):
+  // 16 KiB all_reduce 3.25 us against 4.11, broadcast 1.00 against 2.04,
+  // reduce 0.96 against 3.67, all_gather of 8 KiB a rank 1.86 against
+  // 2.08. (4 KiB posts had measured all_gather 0.24-0.26 us against
+  // 0.30-0.33 at 4 KiB a rank.)
   static constexpr int kPosts = 32;
   static constexpr size_t kPostBytes = 16384;
   // PostClock is this rank's record of the posts, like SlotClock: how many

@@ -1,0 +1,167 @@
+// The paths one host's collectives take besides the table's choice
+// (shm_direct*.cc): reading the peers' buffers in place against the slots,
+// on a host with a core per rank and on one its ranks outnumber, and the
+// rank order a reduce_scatter keeps whichever path it takes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "cohort/config.h"
+#include "common/cpu_binding.h"
+#include "process_group/thread_ranks.h"
+
+namespace cohort::testing {
+namespace {
+
+// Forced from 4 KiB per rank (by default it is the machine's to choose),
+// single-copy all_gather gives what the posts and slots give: each rank
+// reads the others' buffers above a post (16 KiB a rank; 1025 elements go
+// through the posts), when the system allows it and the ranks have a core
+// each; else the slots run, and must agree as well.
+TEST(OneHostPaths, AllGatherReadingThePeersBuffersGivesWhatTheSlotsGive) {
+  set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
+  run_ranks(2, [](ProcessGroup& g) {
+    for (size_t n : {size_t{1025}, size_t{5000}, size_t{8191}, size_t{8192}}) {
+      std::vector<int32_t> in(n), out(2 * n, -1);
+      for (size_t k = 0; k < n; ++k) in[k] = g.rank() * 1000000 + static_cast<int32_t>(k);
+      g.all_gather_into_tensor(Buffer::of(out), Buffer::of(in));
+      for (size_t k = 0; k < 2 * n; ++k) {
+        ASSERT_EQ(out[k], static_cast<int32_t>(k / n) * 1000000 + static_cast<int32_t>(k % n)) << "n " << n;
+      }
+    }
+  });
+  reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// Broadcast reads the root's buffer in place from the forced 4 KiB (above
+// a post, 16 KiB: 1025 elements go through the posts) up to 2 MiB, and
+// goes through the slots from there: each gives the root's data, from
+// either root.
+TEST(OneHostPaths, BroadcastReadingTheRootsBufferGivesWhatTheSlotsGive) {
+  set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
+  run_ranks(2, [](ProcessGroup& g) {
+    for (size_t n : {size_t{1025}, size_t{70000}, size_t{(2u << 20) / 4 + 1}}) {
+      for (int root = 0; root < 2; ++root) {
+        std::vector<int32_t> v(n, -1);
+        if (g.rank() == root) {
+          for (size_t k = 0; k < n; ++k) v[k] = root * 1000000 + static_cast<int32_t>(k % 999983);
+        }
+        BroadcastOptions o;
+        o.src = root;
+        g.broadcast(Buffer::of(v), o);
+        for (size_t k = 0; k < n; ++k) {
+          ASSERT_EQ(v[k], root * 1000000 + static_cast<int32_t>(k % 999983)) << "n " << n << " root " << root;
+        }
+      }
+    }
+  });
+  reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// all_to_all reads the peers' blocks in place only when every rank's
+// blocks have one size and its inputs lie apart from its outputs. Here
+// (blocks over a slot half, so the slots take several chunks):
+//  - even blocks: read in place;
+//  - rank 1's own block of another size: rank 0 offers, rank 1 cannot,
+//    and rank 0 falls back to the slots with it;
+//  - each rank's input its output (in place): the slots;
+//  - rank 0 in place, rank 1 not: rank 1 offers, rank 0 cannot.
+// all_to_all_four_rounds runs these four rounds on 2 ranks and checks
+// every element.
+void all_to_all_four_rounds(ProcessGroup& g) {
+  const int r = g.rank();
+  const size_t n = 100003;  // int32s: 400 KB a block
+  auto value = [](int from, int to, size_t k) {
+    return from * 100000000 + to * 10000000 + static_cast<int32_t>(k % 1000003);
+  };
+  for (int round = 0; round < 4; ++round) {
+    // Round 1: rank 1 keeps 7 fewer elements for itself.
+    auto count = [&](int from, int to) { return round == 1 && from == 1 && to == 1 ? n - 7 : n; };
+    const bool in_place = round == 2 || (round == 3 && r == 0);
+    std::vector<std::vector<int32_t>> ins(2), outs(2);
+    std::vector<Buffer> in_views, out_views;
+    for (int q = 0; q < 2; ++q) {
+      ins[q].resize(count(r, q));
+      for (size_t k = 0; k < ins[q].size(); ++k) ins[q][k] = value(r, q, k);
+      outs[q].assign(count(q, r), -1);
+    }
+    for (int q = 0; q < 2; ++q) {
+      in_views.push_back(Buffer::of(ins[q]));
+      out_views.push_back(in_place ? Buffer::of(ins[q]) : Buffer::of(outs[q]));
+    }
+    g.all_to_all(out_views, in_views);
+    for (int q = 0; q < 2; ++q) {
+      const std::vector<int32_t>& got = in_place ? ins[q] : outs[q];
+      ASSERT_EQ(got.size(), count(q, r));
+      for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], value(q, r, k)) << "round " << round;
+    }
+  }
+}
+
+TEST(OneHostPaths, AllToAllReadingThePeersBuffersGivesWhatTheSlotsGive) {
+  set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
+  run_ranks(2, all_to_all_four_rounds);
+  reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// run_ranks_on_one_cpu runs `world` ranks as threads that all share one
+// CPU, so that the host counts as oversubscribed: the rank threads inherit
+// this thread's affinity, which is given back afterwards, even when a check
+// fails.
+void run_ranks_on_one_cpu(int world, const std::function<void(ProcessGroup&)>& fn) {
+  const std::vector<int> all = affinity_of_this_thread();
+  ASSERT_TRUE(bind_this_thread({all.front()}));
+  struct Unpin {
+    const std::vector<int>& cpus;
+    ~Unpin() { bind_this_thread(cpus); }
+  } unpin{all};
+  run_ranks(world, fn);
+}
+
+// With both ranks on one CPU (the host oversubscribed), all_to_all still
+// reads in place (broadcast and all_gather keep to the slots there).
+TEST(OneHostPaths, AllToAllReadsInPlaceWhereRanksOutnumberCores) {
+  set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
+  run_ranks_on_one_cpu(2, all_to_all_four_rounds);
+  reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// A reduce_scatter on one host reduces each block in rank order, whichever
+// rank owns it and whether or not it runs in place (a rank's own block
+// never goes through shared memory): the MIN of rank 0's -0 and the
+// others' +0 is -0 everywhere (MIN keeps its left operand on a tie), where
+// a rank that put its own block first would get +0. Through the posts
+// (small), the slots (larger) and several chunks of them.
+void reduce_scatter_in_rank_order(ProcessGroup& g) {
+  const int world = g.size();
+  for (const size_t n : {size_t{3}, size_t{1000}, size_t{5000}, size_t{300001}}) {
+    for (const bool in_place : {false, true}) {
+      std::vector<float> input(n * static_cast<size_t>(world), g.rank() == 0 ? -0.0f : 0.0f);
+      std::vector<float> output(n, 7.0f);
+      Buffer out =
+          in_place ? Buffer::of(input.data() + static_cast<size_t>(g.rank()) * n, n) : Buffer::of(output);
+      ReduceScatterOptions o;
+      o.op = ReduceOp::MIN;
+      g.reduce_scatter_tensor(out, Buffer::of(input), o);
+      const float* got = static_cast<const float*>(out.data);
+      for (size_t k = 0; k < n; ++k) {
+        ASSERT_TRUE(got[k] == 0.0f && std::signbit(got[k]))
+            << "rank " << g.rank() << " of " << world << ", " << n << " a block, in place " << in_place
+            << ": [" << k << "] is " << got[k] << (std::signbit(got[k]) ? "" : " (+0)");
+      }
+    }
+  }
+}
+
+TEST(OneHostPaths, ReduceScatterReducesEveryBlockInRankOrder) {
+  for (int world : {2, 3, 4}) run_ranks(world, reduce_scatter_in_rank_order);
+}
+
+TEST(OneHostPaths, ReduceScatterReducesInRankOrderWhereRanksOutnumberCores) {
+  run_ranks_on_one_cpu(3, reduce_scatter_in_rank_order);
+}
+
+}  // namespace
+}  // namespace cohort::testing
