@@ -54,7 +54,8 @@ std::unique_ptr<Backend> build_native_backend(const std::shared_ptr<Store>& stor
   if (!group.ok()) throw_status(group.status().with_context("group " + name));
   COHORT_LOG(kInfo) << "group " << name << ": rank " << rank << " of " << size << " connected from "
                     << address.value();
-  return std::make_unique<NativeBackend>(std::move(group.value().transport), std::move(group.value().arena));
+  return std::make_unique<NativeBackend>(std::move(group.value().transport), std::move(group.value().arena),
+                                         std::move(group.value().kinds));
 }
 
 // build_group makes the group of `global_ranks` with the backends of

@@ -23,8 +23,16 @@ ReduceOp::Kind algorithm_op(ReduceOp op) {
 
 }  // namespace
 
-NativeBackend::NativeBackend(std::unique_ptr<Transport> transport, std::shared_ptr<shm::Arena> arena_owner)
-    : Backend("cohort"), transport_(std::move(transport)), arena_(std::move(arena_owner)) {
+NativeBackend::NativeBackend(std::unique_ptr<Transport> transport, std::shared_ptr<shm::Arena> arena_owner,
+                             PeerKinds kinds)
+    : Backend("cohort"),
+      transport_(std::move(transport)),
+      arena_(std::move(arena_owner)),
+      kinds_(std::move(kinds)) {
+  // The shape comes from host_of (what the link kinds' set-up learned of
+  // every rank, so all ranks agree on it) and the arena (one host: every
+  // rank in it); which kind reaches each peer is kinds_'s, not worked out
+  // again here.
   shm::Arena* arena = arena_.get();
   int hosts = 0;
   std::vector<int> per_host(static_cast<size_t>(transport_->size()), 0);
@@ -104,17 +112,9 @@ std::vector<int> NativeBackend::lost_peers() const {
 }
 
 std::string NativeBackend::describe_links() const {
-  shm::Arena* arena = arena_.get();
-  const int me = transport_->rank();
-  std::string shm_ranks, tcp_ranks;
-  for (int q = 0; q < transport_->size(); ++q) {
-    if (q == me) continue;
-    std::string& list = arena && transport_->host_of(q) == transport_->host_of(me) ? shm_ranks : tcp_ranks;
-    list += (list.empty() ? "" : ", ") + std::to_string(q);
-  }
   static const char* const kTopology[] = {"no shared memory", "one host", "several hosts"};
-  return std::string("links (") + kTopology[static_cast<int>(topology_)] + "): shared memory with ranks [" +
-         shm_ranks + "], TCP with ranks [" + tcp_ranks + "]";
+  return std::string("links (") + kTopology[static_cast<int>(topology_)] + ")" +
+         (kinds_.tried.empty() ? "" : ": " + kinds_.describe());
 }
 
 Status NativeBackend::direct_done(Status st, const OpContext& op) {

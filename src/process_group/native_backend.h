@@ -9,6 +9,7 @@
 #include "algorithms/choice_log.h"
 #include "algorithms/selection.h"
 #include "process_group/backend.h"
+#include "transport/connect_group.h"
 
 namespace cohort {
 namespace shm {
@@ -19,7 +20,10 @@ class NativeBackend : public Backend {
  public:
   // `arena`: this host's shared memory when other ranks of the group are
   // here (connect_group.h), for the direct algorithms; may be null.
-  NativeBackend(std::unique_ptr<Transport> transport, std::shared_ptr<shm::Arena> arena);
+  // `kinds`: which kind of link reaches each peer, as connecting chose
+  // (for describe_links; empty when not known).
+  NativeBackend(std::unique_ptr<Transport> transport, std::shared_ptr<shm::Arena> arena,
+                PeerKinds kinds = {});
 
   Status broadcast(const Buffer& buffer, int root, const OpContext& op) override;
   Status all_reduce(const Buffer& buffer, ReduceOp reduce_op, const OpContext& op) override;
@@ -77,6 +81,7 @@ class NativeBackend : public Backend {
   double folded_scale(ReduceOp reduce_op) const;
   std::unique_ptr<Transport> transport_;
   std::shared_ptr<shm::Arena> arena_;
+  PeerKinds kinds_;
   Topology topology_ = Topology::kNetwork;
   std::vector<uint8_t> scratch_;  // reused by every operation (worker thread only)
   std::vector<uint8_t> premul_;   // PREMUL_SUM's scaled copy of the inputs

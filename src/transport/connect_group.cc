@@ -8,6 +8,18 @@
 
 namespace cohort {
 
+std::string PeerKinds::describe() const {
+  std::string text;
+  for (const std::string& kind : tried) {
+    std::string ranks;
+    for (size_t q = 0; q < of_peer.size(); ++q) {
+      if (of_peer[q] == kind) ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+    }
+    text += (text.empty() ? "" : ", ") + kind + " with ranks [" + ranks + "]";
+  }
+  return text;
+}
+
 Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<int>& global_ranks,
                                      const std::string& address, Deadline deadline, bool with_shared_memory,
                                      bool allow_lazy) {
@@ -40,6 +52,7 @@ Result<ConnectedGroup> connect_group(Store& store, int rank, const std::vector<i
   ConnectedLinks& l = links.value();
   ConnectedGroup group;
   group.arena = l.arena;
+  group.kinds = l.kinds;
   group.transport = std::make_unique<Engine>(rank, static_cast<int>(global_ranks.size()), std::move(l.links),
                                              std::move(l.acceptor), std::move(l.options));
   return group;

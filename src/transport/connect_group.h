@@ -21,21 +21,30 @@ namespace shm {
 class Arena;
 }
 
+// PeerKinds: which kind of link reaches each peer, as the list of kinds
+// chose (link_kinds.h), kept for whoever describes the group's links.
+struct PeerKinds {
+  std::vector<std::string> tried;    // every kind's name, in the order tried
+  std::vector<std::string> of_peer;  // of_peer[q]: the kind that reaches q; "" for this rank
+  // describe: each kind tried and the peers it reaches, "shared memory
+  // with ranks [1], TCP with ranks [2, 3]" (a kind that reaches none: []).
+  std::string describe() const;
+};
+
 struct ConnectedGroup {
   std::unique_ptr<Transport> transport;
   // The host's shared memory when other ranks of the group are here, for
   // the direct algorithms and symmetric memory; null otherwise. Its rings
   // carry those ranks' messages, so the transport holds it too.
   std::shared_ptr<shm::Arena> arena;
+  PeerKinds kinds;
 };
 
 // ConnectedLinks are a group's links before an engine takes them: RPC's
 // wire (transport/wire.h) drives them itself.
 struct ConnectedLinks {
   std::vector<std::unique_ptr<Link>> links;  // null at this rank's index
-  // kind_of[q]: the kind of link that reaches peer q ("TCP", "shared
-  // memory"); "" for this rank.
-  std::vector<std::string> kind_of;
+  PeerKinds kinds;  // which kind reaches each peer
   std::unique_ptr<Acceptor> acceptor;        // lazy TCP only
   EngineOptions options;
   std::shared_ptr<shm::Arena> arena;

@@ -17,7 +17,9 @@ Status connect_by_kinds(const GroupMeeting& meeting, std::vector<std::unique_ptr
   }
   // Each peer to the first kind that reaches it; both ends decide alike.
   std::vector<std::vector<bool>> given(kinds.size(), std::vector<bool>(size, false));
-  group.kind_of.assign(size, "");
+  group.kinds.tried.clear();
+  for (const auto& kind : kinds) group.kinds.tried.push_back(kind->name());
+  group.kinds.of_peer.assign(size, "");
   for (int q = 0; q < meeting.size(); ++q) {
     if (q == meeting.rank) continue;
     size_t k = 0;
@@ -25,7 +27,7 @@ Status connect_by_kinds(const GroupMeeting& meeting, std::vector<std::unique_ptr
     if (k == kinds.size())
       return Status(StatusCode::kBackendError, "no kind of link reaches " + meeting.peer_name(q));
     given[k][static_cast<size_t>(q)] = true;
-    group.kind_of[static_cast<size_t>(q)] = kinds[k]->name();
+    group.kinds.of_peer[static_cast<size_t>(q)] = kinds[k]->name();
     COHORT_LOG(kDebug) << "rank " << meeting.rank << " talks to " << meeting.peer_name(q) << " over "
                        << kinds[k]->name();
   }

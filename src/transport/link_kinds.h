@@ -49,7 +49,7 @@ class LinkKind {
 };
 
 // connect_by_kinds sets up every kind, gives each peer to the first kind
-// that reaches it and connects them: group.links and group.kind_of are
+// that reaches it and connects them: group.links and group.kinds are
 // filled. A peer no kind reaches fails by name.
 Status connect_by_kinds(const GroupMeeting& meeting, std::vector<std::unique_ptr<LinkKind>>& kinds,
                         ConnectedLinks& group);

@@ -38,7 +38,7 @@ TEST(DebugInfoTest, InfoLogsGroupCreationAndEachAlgorithmChoiceOncePerSizeClass)
     EXPECT_NE(
         log.find("group test created: rank " + std::to_string(r) +
                  " of 2, global ranks [0, 1], backend cohort, timeout 60000 ms; links (no shared memory): "
-                 "shared memory with ranks [], TCP with ranks [" +
+                 "TCP with ranks [" +
                  std::to_string(1 - r) + "]; collectives not checked (COHORT_DEBUG=info)"),
         std::string::npos)
         << log;
@@ -60,6 +60,32 @@ TEST(DebugInfoTest, InfoLogsGroupCreationAndEachAlgorithmChoiceOncePerSizeClass)
                "(logged once for its size class: no upper bound)"),
       2u)
       << log;
+}
+
+// Each peer is listed under the kind of link that reaches it, as the
+// group's connecting chose (shared memory within a pretend host of 2).
+TEST(DebugInfoTest, InfoListsEachPeerUnderTheKindOfLinkThatReachesIt) {
+  set_config("COHORT_LOG_LEVEL", "warning");
+  set_config("COHORT_DEBUG", "info");
+  set_config("COHORT_SHM_RANKS_PER_HOST", "2");
+  ::testing::internal::CaptureStderr();
+  run_ranks(4, [](ProcessGroup& g) { g.barrier(); });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  reset_config("COHORT_SHM_RANKS_PER_HOST");
+  reset_config("COHORT_DEBUG");
+  reset_config("COHORT_LOG_LEVEL");
+  const char* const expected[] = {"shared memory with ranks [1], TCP with ranks [2, 3]",
+                                  "shared memory with ranks [0], TCP with ranks [2, 3]",
+                                  "shared memory with ranks [3], TCP with ranks [0, 1]",
+                                  "shared memory with ranks [2], TCP with ranks [0, 1]"};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(log.find("group test created: rank " + std::to_string(r) +
+                       " of 4, global ranks [0, 1, 2, 3], backend cohort, timeout 60000 ms; links (several "
+                       "hosts): " +
+                       expected[r]),
+              std::string::npos)
+        << log;
+  }
 }
 
 TEST(DebugInfoTest, OffLogsNothingOfIt) {

@@ -40,7 +40,7 @@ std::vector<RankOutcome> run_group() {
         o.error = links.status().message();
         return;
       }
-      o.kinds = links.value().kind_of;
+      o.kinds = links.value().kinds.of_peer;
       ConnectedLinks& l = links.value();
       auto arena = l.arena;  // outlives the engine's links
       Engine engine(r, 4, std::move(l.links), std::move(l.acceptor), std::move(l.options));
