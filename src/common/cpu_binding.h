@@ -20,7 +20,8 @@ namespace cohort {
 // BindMode is how local ranks are bound: kCores gives each rank contiguous
 // whole cores (and where there are several NUMA nodes, shares follow them),
 // kNuma whole NUMA nodes (ranks share a node when they outnumber them),
-// kAuto is kCores when every rank can have a core and kNone otherwise.
+// kAuto is kCores when every rank can have a core, and otherwise puts
+// neighbouring ranks on one core (rank i of L on core i*C/L of C).
 enum class BindMode { kAuto, kCores, kNuma, kNone };
 
 // parse_bind_mode reads "auto", "cores", "numa" or "none"; the error names
@@ -51,15 +52,15 @@ struct CpuTopology {
 // CpuShare is what one local rank gets: CPUs, or none and why.
 struct CpuShare {
   std::vector<int> cpus;    // empty: leave the rank unbound
-  std::string why_unbound;  // when empty: "--bind none", or why auto did not bind
+  std::string why_unbound;  // when empty: "--bind none", or why it did not bind
 };
 
 // share_of_cpus is local rank `local_rank` of `local_world_size`'s share of
 // `topology` under `mode`. Shares are disjoint and contiguous: with C cores
 // and L ranks, rank i gets cores [i*C/L, (i+1)*C/L). kCores with fewer
 // cores than ranks is an InvalidArgument that names both counts and the
-// CPUs (`where` says whose affinity they came from); kAuto then leaves the
-// rank unbound and says why.
+// CPUs (`where` says whose affinity they came from); kAuto then puts
+// neighbours on one core.
 Result<CpuShare> share_of_cpus(BindMode mode, const CpuTopology& topology, int local_rank,
                                int local_world_size, const std::string& where);
 

@@ -333,9 +333,10 @@ inline constexpr KnobSpec kBind{
     "COHORT_BIND", KnobType::kChoice, "auto",
     "How a rank binds itself to CPUs when it joins, from LOCAL_RANK and LOCAL_WORLD_SIZE (torchrun's "
     "and any launcher's that sets them): cores gives each local rank contiguous whole cores of the "
-    "process's affinity, numa whole NUMA nodes, none nothing. auto (the default) binds to cores only a "
-    "rank whose affinity is still every CPU of the host (or cgroup) and whose host has a core for "
-    "each local rank, so a program or launcher that set its own affinity is left as it was. Unbound, "
+    "process's affinity, numa whole NUMA nodes, none nothing. auto (the default) binds only a rank whose "
+    "affinity is still every CPU of the host (or cgroup), so a program or launcher that set its own "
+    "affinity is left as it was: to cores of its own, or where the local ranks outnumber the cores "
+    "to a core it shares with its neighbours (rank i of L on core i*C/L of C). Unbound, "
     "ranks that wake each other may share one CPU for a whole job (3-4x slower, "
     "docs/performance.md). cohortrun and cohort-bench --spawn bind their workers themselves "
     "(--bind) and pass none.",

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "cohort/errors.h"
@@ -123,11 +124,22 @@ TEST(CpuShareTest, CoresThatCannotFitAreRefusedWithBothCountsAndTheCpus) {
   EXPECT_FALSE(share_of_cpus(BindMode::kCores, ht, 1, 3, "x").ok());
 }
 
-TEST(CpuShareTest, AutoBindsWhenEveryRankHasACoreAndOtherwiseSaysWhyNot) {
+TEST(CpuShareTest, AutoGivesEachRankCoresOfItsOwnOrElseNeighboursShareACore) {
   EXPECT_EQ(share(BindMode::kAuto, flat(4), 1, 2), (std::vector<int>{2, 3}));
-  auto r = share_of_cpus(BindMode::kAuto, flat(2), 0, 4, "this host").value();
-  EXPECT_TRUE(r.cpus.empty());
-  EXPECT_NE(r.why_unbound.find("4 local ranks need 4 cores"), std::string::npos) << r.why_unbound;
+  // 4 ranks on 2 cores: 0 and 1 on the first, 2 and 3 on the second.
+  for (int lr = 0; lr < 4; ++lr) {
+    EXPECT_EQ(share(BindMode::kAuto, flat(2), lr, 4), (std::vector<int>{lr / 2})) << lr;
+  }
+  // 3 on 2: rank i on core i*2/3, so 0 and 1 share; a core's hyperthreads stay together.
+  CpuTopology ht;
+  for (int id = 0; id < 4; ++id) ht.cpus.push_back({id, id / 2, 0});
+  EXPECT_EQ(share(BindMode::kAuto, ht, 0, 3), (std::vector<int>{0, 1}));
+  EXPECT_EQ(share(BindMode::kAuto, ht, 1, 3), (std::vector<int>{0, 1}));
+  EXPECT_EQ(share(BindMode::kAuto, ht, 2, 3), (std::vector<int>{2, 3}));
+  // Every core gets a rank: 5 ranks on 4 NUMA-ordered cores.
+  std::set<std::vector<int>> used;
+  for (int lr = 0; lr < 5; ++lr) used.insert(share(BindMode::kAuto, two_nodes_with_hyperthreads(), lr, 5));
+  EXPECT_EQ(used.size(), 4u);
   auto none = share_of_cpus(BindMode::kNone, flat(4), 0, 2, "x").value();
   EXPECT_TRUE(none.cpus.empty());
   EXPECT_FALSE(share_of_cpus(BindMode::kCores, flat(4), 2, 2, "x").ok()) << "local rank out of range";

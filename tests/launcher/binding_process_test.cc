@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -84,6 +85,26 @@ TEST(BindingTest, CohortrunGivesEachWorkerItsOwnCoresByDefault) {
       << r.output;
 }
 
+// More workers than cores: neighbours share one, two to a core here
+// (left unbound, the scheduler moves them about and jobs differ).
+TEST(BindingTest, WorkersThatOutnumberTheCoresShareThemWithTheirNeighbours) {
+  const CpuTopology topology = CpuTopology::of_this_process();
+  const int cores = topology.core_count();
+  if (cores > 4) GTEST_SKIP() << "starts two workers a core; this host has " << cores;
+  const int workers = 2 * cores;
+  ShellRun r = run_shell(cohortrun() + " --standalone --nproc-per-node " + std::to_string(workers) + " " +
+                         worker() + " affinity");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::map<std::string, int> on_core;
+  for (int lr = 0; lr < workers; ++lr) {
+    const auto want = share_of_cpus(BindMode::kCores, topology, lr / 2, cores, "test").value_or_throw();
+    EXPECT_EQ(affinity_line(r.output, lr), comma_list(want.cpus)) << lr << "\n" << r.output;
+    ++on_core[affinity_line(r.output, lr)];
+  }
+  EXPECT_EQ(on_core.size(), static_cast<size_t>(cores)) << r.output;
+  for (const auto& [cpus, n] : on_core) EXPECT_EQ(n, 2) << cpus << "\n" << r.output;
+}
+
 TEST(BindingTest, BindNoneLeavesWorkersWithTheLaunchersAffinity) {
   const std::string all = comma_list(affinity_of_this_thread());
   ShellRun r =
@@ -109,8 +130,8 @@ TEST(BindingTest, CoresThatCannotFitAreRefusedNamingWhy) {
 TEST(BindingTest, AutoWithinANarrowerAffinityStaysInsideIt) {
   const int first = affinity_of_this_thread().front();
   const std::string one = std::to_string(first);
-  // auto cannot give two ranks a core each on one CPU: they run unbound,
-  // inside the launcher's own affinity; numa puts both on that CPU.
+  // auto cannot give two ranks a core each on one CPU: they share it, as
+  // numa puts both on it, inside the launcher's own affinity.
   for (const char* bind : {"auto", "numa"}) {
     ShellRun r = run_shell("taskset -c " + one + " " + cohortrun() +
                            " --standalone --nproc-per-node 2 --bind " + bind + " " + worker() + " affinity");
