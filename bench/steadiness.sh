@@ -2,8 +2,8 @@
 # steadiness.sh: how much one fresh job's speed differs from the next. Runs
 # JOBS fresh jobs (default 10) of each collective at 2 and 4 ranks on this
 # host, for each of
-#   bound     cohort-bench --spawn P --bind cores (auto where P ranks cannot
-#             each have a core: then it is unbound, and the table says so)
+#   bound     cohort-bench --spawn P --bind auto (a core or more each; where
+#             P ranks outnumber the cores, neighbours share one)
 #   unbound   cohort-bench --spawn P --bind none
 #   cohortrun cohortrun --standalone --nproc-per-node P cohort-bench ...
 #             (the launcher's defaults: --bind auto)
