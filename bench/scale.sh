@@ -16,6 +16,8 @@
 # 4 a host; default "32"), SCALE_COLLECTIVES (default "all_reduce all_gather
 # reduce_scatter broadcast all_to_all"), SCALE_MAX (largest size, default
 # 256K; sizes from 1M run where P <= SCALE_LARGE_RANKS, default 16).
+# SCALE_BIND (default auto) is how cohort-bench binds its ranks (--bind;
+# auto puts neighbours on one core where they outnumber the cores).
 # SCALE_BASELINE_ALGO, when set, runs cohort a second time with that
 # COHORT_ALGO (column "forced"): e.g. the table before the cost model,
 # "all_gather=ring,reduce_scatter=ring,broadcast:0-32K:binomial_tree,broadcast:32K-:chain".
@@ -30,6 +32,7 @@ HOSTS4="${SCALE_HOSTS4:-32}"
 COLLECTIVES="${SCALE_COLLECTIVES:-all_reduce all_gather reduce_scatter broadcast all_to_all}"
 MAX="${SCALE_MAX:-256K}"
 LARGE_RANKS="${SCALE_LARGE_RANKS:-16}"
+BIND="${SCALE_BIND:-auto}"
 mkdir -p "$OUT"
 raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
@@ -51,14 +54,14 @@ run_one() {  # impl layout p collective sweep rep
       if [ "$layout" = "${p}x1" ]; then
         if [ -n "${SCALE_BASELINE_ALGO:-}" ]; then
           timeout "$TIMEOUT" env COHORT_SHM=off COHORT_ALGO="$SCALE_BASELINE_ALGO" build/tools/cohort-bench "$c" \
-            "${args[@]}" -c 0 --spawn "$p" >"$raw/forced.$c.$layout.$sweep.$rep" \
+            "${args[@]}" -c 0 --spawn "$p" --bind "$BIND" >"$raw/forced.$c.$layout.$sweep.$rep" \
             2>"$raw/forced.$c.$layout.$sweep.$rep.err" || failed "forced.$c.$layout.$sweep.$rep"
         fi
-        timeout "$TIMEOUT" env COHORT_SHM=off build/tools/cohort-bench "$c" "${args[@]}" -c 0 --spawn "$p" \
+        timeout "$TIMEOUT" env COHORT_SHM=off build/tools/cohort-bench "$c" "${args[@]}" -c 0 --spawn "$p" --bind "$BIND" \
           >"$raw/$tag" 2>"$raw/$tag.err" || failed "$tag"
       else
         timeout "$TIMEOUT" env COHORT_SHM_RANKS_PER_HOST=4 build/tools/cohort-bench "$c" "${args[@]}" -c 0 \
-          --spawn "$p" >"$raw/$tag" 2>"$raw/$tag.err" || failed "$tag"
+          --spawn "$p" --bind "$BIND" >"$raw/$tag" 2>"$raw/$tag.err" || failed "$tag"
       fi ;;
     openmpi)
       timeout "$TIMEOUT" mpirun -np "$p" --oversubscribe --mca btl tcp,self build/bench/mpi_bench "$c" \

@@ -39,6 +39,7 @@
 
 #include "cohort/distributed.h"
 #include "cohort/errors.h"
+#include "cohort/tcp_store_server.h"
 #include "common/cpu_binding.h"
 #include "common/elements.h"
 #include "common/size_text.h"
@@ -197,33 +198,57 @@ int spawn(int n, BindMode bind, char** argv) {
     for (const auto& c : cpus) text += " " + cpu_list_text(c);
     std::fprintf(stderr, "%s\n", text.c_str());
   }
-  auto listener = listen_tcp("127.0.0.1", 0);
-  std::string port = std::to_string(local_port(listener.value().fd()));
-  listener.value().reset();
+  // The job's store is this process's, bound before any rank starts, as
+  // torchrun's agent hosts it: a port picked free and bound later by rank
+  // 0 could be taken in between (by a rank's own listener, at 16 ranks).
+  TcpStoreServerOptions store_options;
+  store_options.host = "127.0.0.1";
+  store_options.port = 0;
+  TcpStoreServer store(store_options);
+  const std::string port = std::to_string(store.port());
+  // Everything a rank needs is made before fork: the store's thread runs
+  // in this process, so a child may not allocate (a lock that thread held
+  // stays held in the child) before it execs.
+  std::vector<char*> args;
+  for (char** a = argv; *a; ++a) {
+    if (std::strcmp(*a, "--spawn") == 0) {
+      ++a;
+      continue;
+    }
+    args.push_back(*a);
+  }
+  args.push_back(nullptr);
+  std::vector<std::vector<std::string>> envs(static_cast<size_t>(n));
+  std::vector<std::vector<char*>> envps(static_cast<size_t>(n));
+  const std::string world = std::to_string(n);
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string>& env = envs[static_cast<size_t>(r)];
+    const std::vector<std::pair<std::string, std::string>> vars = {
+        {"RANK", std::to_string(r)}, {"WORLD_SIZE", world}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+        {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", world},
+        // Bound here, or left unbound on purpose: the rank must not bind itself.
+        {"COHORT_BIND", "none"}};
+    for (char** e = environ; *e; ++e) {
+      const std::string entry = *e;
+      const std::string name = entry.substr(0, entry.find('='));
+      bool replaced = false;
+      for (const auto& v : vars) replaced = replaced || v.first == name;
+      if (!replaced) env.push_back(entry);
+    }
+    for (const auto& v : vars) env.push_back(v.first + "=" + v.second);
+    for (std::string& e : env) envps[static_cast<size_t>(r)].push_back(e.data());
+    envps[static_cast<size_t>(r)].push_back(nullptr);
+  }
+  static const char kUnbound[] = "cohort-bench: could not bind a rank to its CPUs; it runs unbound\n";
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", port.c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      // Bound here, or left unbound on purpose: the rank must not bind itself.
-      setenv("COHORT_BIND", "none", 1);
-      if (!cpus[static_cast<size_t>(r)].empty() && !bind_this_thread(cpus[static_cast<size_t>(r)]))
-        std::fprintf(stderr, "cohort-bench: could not bind rank %d to its CPUs; it runs unbound\n", r);
-      std::vector<char*> args;
-      for (char** a = argv; *a; ++a) {
-        if (std::strcmp(*a, "--spawn") == 0) {
-          ++a;
-          continue;
-        }
-        args.push_back(*a);
+      if (!cpus[static_cast<size_t>(r)].empty() && !bind_this_thread(cpus[static_cast<size_t>(r)])) {
+        ssize_t ignored = ::write(2, kUnbound, sizeof kUnbound - 1);
+        (void)ignored;
       }
-      args.push_back(nullptr);
-      execv("/proc/self/exe", args.data());
+      execve("/proc/self/exe", args.data(), envps[static_cast<size_t>(r)].data());
       _exit(127);
     }
     pids.push_back(pid);

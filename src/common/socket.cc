@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <random>
 #include <thread>
 
 #include "common/config_registry.h"
@@ -191,6 +193,24 @@ uint16_t local_port(int fd) {
   if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   return 0;
+}
+
+uint16_t port_to_bind_later() {
+  // Below the ephemeral range, above the well-known and most registered
+  // services' ports (and never below 10000: a range that starts low leaves
+  // nothing apart).
+  int ephemeral_first = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int first = 0;
+  if (range >> first && first > 11000) ephemeral_first = first;
+  const int lowest = std::max(10000, ephemeral_first - 12768);
+  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  for (int attempt = 0; attempt < 200 && ephemeral_first > 11000; ++attempt) {
+    const auto port = static_cast<uint16_t>(lowest + random() % static_cast<unsigned>(ephemeral_first - lowest));
+    if (listen_tcp("", port).ok()) return port;
+  }
+  auto s = listen_tcp("", 0);
+  return s.ok() ? local_port(s.value().fd()) : 0;
 }
 
 std::string peer_address(int fd) {

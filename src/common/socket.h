@@ -64,6 +64,15 @@ Result<Socket> listen_tcp(const std::string& host, uint16_t port, int backlog = 
 // local_port returns the port a socket is bound to, or 0.
 uint16_t local_port(int fd);
 
+// port_to_bind_later is a port that can be bound now, for a server that a
+// process yet to start binds (a job's store in rank 0): drawn at random
+// below the kernel's ephemeral range (/proc/sys/net/ipv4/
+// ip_local_port_range), so that no socket the kernel numbers itself (a
+// rank's listener on port 0, a connection's own end) takes it in between,
+// as an ephemeral one was taken by a rank's listener at 16 ranks. An
+// ephemeral port when none below is free.
+uint16_t port_to_bind_later();
+
 // peer_address returns "addr:port" of the other end, or "the peer" once
 // the connection is gone (the kernel forgets it on a reset).
 std::string peer_address(int fd);

@@ -194,8 +194,9 @@ std::string route_address(const std::string& host) {
 }
 
 int free_port() {
-  Socket s = listen_tcp("", 0).value_or_throw();
-  return local_port(s.fd());
+  const uint16_t port = port_to_bind_later();
+  if (port == 0) throw NetworkError("cohortrun: no TCP port is free on this host for the job's store");
+  return port;
 }
 
 }  // namespace cohort::launcher

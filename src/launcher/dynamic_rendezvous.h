@@ -73,7 +73,8 @@ class DynamicRendezvous {
 // address other nodes reach it at), or "127.0.0.1" when unknown.
 std::string route_address(const std::string& host);
 
-// free_port returns a TCP port no one listens on now.
+// free_port returns a TCP port no one listens on now, for rank 0's store:
+// below the ephemeral range (port_to_bind_later, common/socket.h).
 int free_port();
 
 }  // namespace cohort::launcher

@@ -146,8 +146,14 @@ Rendezvous rendezvous(const std::string& url_text, int rank, int world_size,
   if (master_host) *master_host = url.host;
   TcpStoreOptions options;
   options.port = url.port;
-  options.is_server = r.rank == 0;
-  options.server_owner = "rank 0";
+  // A launcher that hosts the job's store itself (torchrun's agent,
+  // cohort-bench --spawn) says so, as torch's env:// and tcp:// read it:
+  // then every rank is its client, rank 0 too. Bound before any rank
+  // starts, its port is never free between being picked and being bound.
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  const bool launcher_hosts = agent_store && std::string(agent_store) == "True";
+  options.is_server = r.rank == 0 && !launcher_hosts;
+  options.server_owner = launcher_hosts ? "the launcher (TORCHELASTIC_USE_AGENT_STORE=True)" : "rank 0";
   options.num_workers = r.world_size;
   // Joining is awaited by the process group, which can name the ranks that
   // never arrived; the store would only count them.

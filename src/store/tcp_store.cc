@@ -33,6 +33,11 @@ constexpr std::chrono::seconds kReplyGrace{10};
 // (whose exit then waits for it). A server back within the window is found.
 constexpr std::chrono::seconds kReconnectWindow{2};
 
+// kServerHelloWait bounds the wait for the server's hello: a cohort server
+// answers it as soon as it reads the client's. Another service on the port
+// (torchrun's agent hosts torch's TCPStore there) may answer nothing at all.
+constexpr std::chrono::seconds kServerHelloWait{10};
+
 constexpr size_t kInitialReadCapacity = 4096;
 
 }  // namespace
@@ -106,7 +111,16 @@ struct TcpStore::State {
   // runs the challenge).
   Status finish_handshake(Deadline deadline) {
     hello_pending = false;
-    Status st = read_exact(wire::kServerHelloBytes, deadline);
+    const Deadline hello_deadline = Deadline::after(kServerHelloWait);
+    const bool hello_bounded = deadline.is_never() || hello_deadline.when() < deadline.when();
+    Status st = read_exact(wire::kServerHelloBytes, hello_bounded ? hello_deadline : deadline);
+    if (!st.ok() && st.code() == StatusCode::kTimeout && hello_bounded) {
+      return store_error(address + " (hosted by " + (server_owner.empty() ? "an unknown owner" : server_owner) +
+                         ") sent no store hello within " + std::to_string(kServerHelloWait.count()) +
+                         " s: it is not a cohort store, or its server is stalled (torchrun's agent hosts "
+                         "torch's TCPStore, which C++ programs on cohort cannot join: launch them with "
+                         "cohortrun; Python programs under torchrun use torch's store and are fine)");
+    }
     if (!st.ok()) return st;
     wire::ServerHello reply = wire::decode_server_hello(in.get() + in_pos);
     in_pos += wire::kServerHelloBytes;

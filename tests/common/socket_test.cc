@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <fstream>
+#include <set>
 #include <thread>
 
 #include "common/socket.h"
@@ -35,6 +37,24 @@ void expect_echo(const std::string& listen_host, const std::string& connect_host
   auto got = recv_some(server_side.fd(), buf, sizeof buf, Deadline::after(milliseconds(1000)));
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(std::string(buf, got.value()), "ping");
+}
+
+// A port for a server that another process binds later is never one the
+// kernel could hand out meanwhile (a listener on port 0, a connection's end).
+TEST(SocketTest, APortToBindLaterLiesBelowTheEphemeralRangeAndCanBeBound) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int first = 0;
+  ASSERT_TRUE(static_cast<bool>(range >> first));
+  if (first <= 11000) GTEST_SKIP() << "the ephemeral range starts at " << first << ": nothing lies below it";
+  std::set<uint16_t> seen;
+  for (int i = 0; i < 20; ++i) {
+    const uint16_t port = port_to_bind_later();
+    EXPECT_LT(port, first);
+    EXPECT_GE(port, 10000);
+    EXPECT_TRUE(listen_tcp("", port).ok()) << port;
+    seen.insert(port);
+  }
+  EXPECT_GT(seen.size(), 10u) << "drawn at random, so that two jobs rarely meet";
 }
 
 TEST(SocketTest, Ipv4Loopback) {

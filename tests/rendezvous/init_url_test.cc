@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "cohort/errors.h"
+#include "cohort/tcp_store.h"
+#include "cohort/tcp_store_server.h"
 #include "common/socket.h"
 #include "rendezvous/init_url.h"
 #include "support/messages.h"
@@ -92,6 +94,39 @@ TEST(InitUrlTest, EnvRendezvousOfThreeRanksSharesOneStore) {
   probe.store->set("go", to_bytes("1"));
   for (auto& t : ranks) t.join();
   for (int64_t v : results) EXPECT_EQ(v, 6);
+}
+
+// Under a launcher that hosts the job's store (TORCHELASTIC_USE_AGENT_STORE
+// =True, as torchrun's agent and cohort-bench --spawn say), rank 0 is a
+// client too: were it to host, it could not bind the launcher's port.
+TEST(InitUrlTest, EnvRendezvousUnderALauncherThatHostsTheStoreMakesEveryRankItsClient) {
+  TcpStoreServerOptions server_options;
+  server_options.host = "127.0.0.1";
+  server_options.port = 0;
+  server_options.token = "";
+  TcpStoreServer launcher(server_options);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(launcher.port()).c_str(), 1);
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  std::vector<std::thread> ranks;
+  std::vector<std::string> errors(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      errors[static_cast<size_t>(r)] = message_of([&] {
+        Rendezvous rv = rendezvous("env://", r, 2, std::chrono::seconds(30));
+        rv.store->add("sum", r + 1);
+      });
+    });
+  }
+  for (auto& t : ranks) t.join();
+  unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  EXPECT_EQ(errors[0], "(no exception)");
+  EXPECT_EQ(errors[1], "(no exception)");
+  TcpStoreOptions client;
+  client.port = launcher.port();
+  client.token = "";
+  TcpStore look("127.0.0.1", client);
+  EXPECT_EQ(look.add("sum", 0), 3) << "both ranks wrote to the launcher's store";
 }
 
 TEST(InitUrlTest, TcpRendezvousWithATokenRefusesAWrongOne) {

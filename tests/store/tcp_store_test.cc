@@ -201,6 +201,31 @@ TEST(TcpStoreTest, AReconnectToAServerThatHasGoneGivesUpInSecondsNotAfterTheTime
       << m;
 }
 
+// Another service on the port that answers nothing (torch's TCPStore,
+// hosted by torchrun's agent, waits for more of what it takes for its own
+// protocol): the client says so within seconds, not at the store's timeout.
+TEST(TcpStoreTest, AServerThatSendsNoHelloIsAStoreErrorWithinSecondsSayingWhatItMayBe) {
+  auto silent = listen_tcp("127.0.0.1", 0);  // connections queue; nothing is ever read or written
+  ASSERT_TRUE(silent.ok());
+  TcpStoreOptions o = client_options(local_port(silent.value().fd()));
+  o.timeout = std::chrono::seconds(60);
+  o.server_owner = "the launcher";
+  const auto start = std::chrono::steady_clock::now();
+  std::string m;
+  try {
+    TcpStore store("127.0.0.1", o);
+    store.set("k", to_bytes("v"));
+    ADD_FAILURE() << "a silent server took a key";
+  } catch (const StoreError& e) {
+    m = e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40)) << m;
+  EXPECT_NE(m.find("(hosted by the launcher) sent no store hello within 10 s: it is not a cohort store"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("launch them with cohortrun"), std::string::npos) << m;
+}
+
 TEST(TcpStoreTest, ManyWaitersOnOneKeyAreAllWokenBySet) {
   auto server = start_server("127.0.0.1");
   constexpr int kWaiters = 32;
