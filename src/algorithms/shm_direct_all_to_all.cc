@@ -1,6 +1,8 @@
 // shm_direct_all_to_all.cc: all_to_all among the ranks of one host,
 // through the slots: each slot holds a table of this rank's split sizes and
 // one block per destination, and the ranks check that their sizes pair up.
+// Small blocks of one size go through the posts instead, once the ranks
+// know they all have such blocks (post_all_to_all).
 // The shared helpers are in shm_direct_internal.h.
 #include "algorithms/shm_direct.h"
 
@@ -75,6 +77,60 @@ Status read_in_place(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer
   return end_single_copy(c, a, half);
 }
 
+// post_all_to_all tries a small all_to_all through the posts: each rank
+// posts its blocks for the others, stamped with their size (kNoFit when
+// they are not all of one size or do not fit in a post), and reads its
+// block from each peer's post. Whether it can is known only once every
+// rank's stamp is in: if any rank's blocks are not of this rank's one
+// size, *done is false and the call goes through the slots after all (so
+// ranks try the posts only after an all_to_all that fitted everywhere,
+// and a change of sizes costs that one round once).
+Status post_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& outputs,
+                       const std::vector<Buffer>& inputs, bool* done) {
+  constexpr uint64_t kNoFit = ~uint64_t{0};
+  const int p = a.local_size(), me = a.local_index();
+  *done = false;
+  uint64_t block = inputs.empty() ? kNoFit : inputs.front().bytes();
+  for (size_t q = 0; q < inputs.size(); ++q) {
+    if (inputs[q].bytes() != block || outputs[q].bytes() != block) block = kNoFit;
+  }
+  if (block != kNoFit && block > shm::HostSlots::kPostBytes / static_cast<size_t>(p)) block = kNoFit;
+  const auto mine = op_stamp(c, Collective::kAllToAll, -1, block);
+  int cell;
+  Status st = next_post(c, a, true, &cell);
+  if (!st.ok()) return st;
+  if (block != kNoFit) {
+    uint8_t* post = a.post(me, cell);
+    for (int d = 0; d < p; ++d) {
+      if (d != me) std::memcpy(post + static_cast<size_t>(d) * block, inputs[static_cast<size_t>(d)].data, block);
+    }
+  }
+  a.stamp_post(cell, mine);
+  a.arrive();
+  bool all_fit = block != kNoFit;
+  for (int q = 0; q < p && st.ok(); ++q) {
+    if (q == me) continue;
+    st = await_post(c, a, q, cell, mine, a.arrivals(), /*same_bytes=*/false);
+    all_fit = all_fit && a.post_stamp_of(q, cell).bytes == block;
+  }
+  if (!st.ok()) return st;
+  if (all_fit) {
+    const Buffer& own_out = outputs[static_cast<size_t>(me)];
+    const Buffer& own_in = inputs[static_cast<size_t>(me)];
+    if (block && own_out.data != own_in.data) std::memmove(own_out.data, own_in.data, block);
+    for (int q = 0; q < p; ++q) {
+      if (q != me && block) {
+        std::memcpy(outputs[static_cast<size_t>(q)].data, a.post(q, cell) + static_cast<size_t>(me) * block,
+                    block);
+      }
+    }
+  }
+  end_exchange(a, cell);
+  a.post_clock().all_to_all_in_posts = all_fit;
+  *done = all_fit;
+  return Status::ok_status();
+}
+
 }  // namespace
 
 bool shm_all_to_all_fits(const shm::HostSlots& a) {
@@ -83,6 +139,14 @@ bool shm_all_to_all_fits(const shm::HostSlots& a) {
 
 Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& outputs,
                       const std::vector<Buffer>& inputs) {
+  // Through the posts only where each rank has a core (yielding ranks
+  // take turns on a core, and the posts were slower there for
+  // reduce_scatter), and only after an all_to_all that fitted everywhere.
+  if (a.post_clock().all_to_all_in_posts && !a.oversubscribed()) {
+    bool done = false;
+    Status st = post_all_to_all(c, a, outputs, inputs, &done);
+    if (!st.ok() || done) return st;
+  }
   const int p = a.local_size(), me = a.local_index();
   // A slot: a table (what this rank sends to each rank, then what it
   // expects from each) and one block per destination.
@@ -165,6 +229,9 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
     if (off == 0) {
       bool uniform = mine.word != kUneven;
       for (int q = 0; q < p && uniform; ++q) uniform = a.stamp_of(q, half).word == mine.word;
+      // Every rank saw every rank's word: all agree whether the next all_to_all tries the posts.
+      a.post_clock().all_to_all_in_posts =
+          uniform && mine.word <= shm::HostSlots::kPostBytes / static_cast<size_t>(p);
       if (uniform && offers) {
         copy_own(own_n, (mine.word & ~kOffersInPlace) - own_n);  // the rest of this rank's own block
         return read_in_place(c, a, outputs, half, table);

@@ -148,8 +148,10 @@ inline void publish_post(shm::HostSlots& a, int cell, const shm::HostSlots::Stam
 // count it reaches by arriving after it posted. A writer ahead of this
 // rank has stamped the cell already: then its count, a cache line it
 // keeps writing, is not read at all.
+// With same_bytes false the stamps' sizes may differ (the caller compares
+// them); their operation and sequence must still agree.
 inline Status await_post(AlgoContext& c, shm::HostSlots& a, int q, int cell,
-                         const shm::HostSlots::Stamp& mine, uint64_t arrivals) {
+                         const shm::HostSlots::Stamp& mine, uint64_t arrivals, bool same_bytes = true) {
   auto theirs = a.post_stamp_of(q, cell);
   // A peer about to post (the usual case in an exchange, where all post at
   // once) is watched on its cell's line, which then brings stamp and data
@@ -164,6 +166,7 @@ inline Status await_post(AlgoContext& c, shm::HostSlots& a, int q, int cell,
     if (!st.ok()) return st;
     theirs = a.post_stamp_of(q, cell);
   }
+  if (!same_bytes && theirs.sequence == mine.sequence && theirs.op == mine.op) return Status::ok_status();
   return check_stamp(a, q, theirs, mine, c.what);
 }
 

@@ -70,33 +70,41 @@ TEST(OneHostPaths, BroadcastReadingTheRootsBufferGivesWhatTheSlotsGive) {
 //  - rank 0 in place, rank 1 not: rank 1 offers, rank 0 cannot.
 // all_to_all_four_rounds runs these four rounds on 2 ranks and checks
 // every element.
-void all_to_all_four_rounds(ProcessGroup& g) {
+// all_to_all_and_check runs one all_to_all on 2 ranks, rank `from`'s block
+// for rank `to` `count(from, to)` int32s of values that name both, the
+// outputs the inputs when `in_place`, and checks every element.
+void all_to_all_and_check(ProcessGroup& g, const std::function<size_t(int, int)>& count, bool in_place,
+                          size_t round) {
   const int r = g.rank();
-  const size_t n = 100003;  // int32s: 400 KB a block
   auto value = [](int from, int to, size_t k) {
     return from * 100000000 + to * 10000000 + static_cast<int32_t>(k % 1000003);
   };
+  std::vector<std::vector<int32_t>> ins(2), outs(2);
+  std::vector<Buffer> in_views, out_views;
+  for (int q = 0; q < 2; ++q) {
+    ins[q].resize(count(r, q));
+    for (size_t k = 0; k < ins[q].size(); ++k) ins[q][k] = value(r, q, k);
+    outs[q].assign(count(q, r), -1);
+  }
+  for (int q = 0; q < 2; ++q) {
+    in_views.push_back(Buffer::of(ins[q]));
+    out_views.push_back(in_place ? Buffer::of(ins[q]) : Buffer::of(outs[q]));
+  }
+  g.all_to_all(out_views, in_views);
+  for (int q = 0; q < 2; ++q) {
+    const std::vector<int32_t>& got = in_place ? ins[q] : outs[q];
+    ASSERT_EQ(got.size(), count(q, r)) << "round " << round;
+    for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], value(q, r, k)) << "round " << round;
+  }
+}
+
+void all_to_all_four_rounds(ProcessGroup& g) {
+  const size_t n = 100003;  // int32s: 400 KB a block
   for (int round = 0; round < 4; ++round) {
     // Round 1: rank 1 keeps 7 fewer elements for itself.
     auto count = [&](int from, int to) { return round == 1 && from == 1 && to == 1 ? n - 7 : n; };
-    const bool in_place = round == 2 || (round == 3 && r == 0);
-    std::vector<std::vector<int32_t>> ins(2), outs(2);
-    std::vector<Buffer> in_views, out_views;
-    for (int q = 0; q < 2; ++q) {
-      ins[q].resize(count(r, q));
-      for (size_t k = 0; k < ins[q].size(); ++k) ins[q][k] = value(r, q, k);
-      outs[q].assign(count(q, r), -1);
-    }
-    for (int q = 0; q < 2; ++q) {
-      in_views.push_back(Buffer::of(ins[q]));
-      out_views.push_back(in_place ? Buffer::of(ins[q]) : Buffer::of(outs[q]));
-    }
-    g.all_to_all(out_views, in_views);
-    for (int q = 0; q < 2; ++q) {
-      const std::vector<int32_t>& got = in_place ? ins[q] : outs[q];
-      ASSERT_EQ(got.size(), count(q, r));
-      for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], value(q, r, k)) << "round " << round;
-    }
+    const bool in_place = round == 2 || (round == 3 && g.rank() == 0);
+    all_to_all_and_check(g, count, in_place, static_cast<size_t>(round));
   }
 }
 
@@ -104,6 +112,53 @@ TEST(OneHostPaths, AllToAllReadingThePeersBuffersGivesWhatTheSlotsGive) {
   set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
   run_ranks(2, all_to_all_four_rounds);
   reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// Small all_to_all of blocks of one size goes through the posts, but only
+// once the ranks know that the last one fitted everywhere (each rank sees
+// every rank's sizes then); any rank's blocks that do not fit send all
+// ranks through the slots for that call. The rounds, on 2 ranks, each
+// element checked: blocks of one size (the slots, then the posts), in
+// place, rank 1's own block of another size (rank 0 posts its blocks,
+// rank 1 cannot, and both go through the slots), empty blocks, blocks too
+// large for a post, and small ones again.
+TEST(OneHostPaths, SmallAllToAllThroughThePostsGivesWhatTheSlotsGiveWhateverTheSizesDo) {
+  run_ranks(2, [](ProcessGroup& g) {
+    struct Round {
+      size_t n;          // int32s a block
+      size_t rank1_own;  // rank 1's block to itself
+      bool in_place;
+    };
+    const Round rounds[] = {{3, 3, false},       {3, 3, false},       {1024, 1024, false}, {2048, 2048, true},
+                            {5, 9, false},       {5, 5, false},       {0, 0, false},       {5, 5, false},
+                            {4096, 4096, false}, {2049, 2049, false}, {7, 7, false},       {7, 7, true}};
+    for (size_t i = 0; i < sizeof rounds / sizeof rounds[0]; ++i) {
+      const Round& round = rounds[i];
+      auto count = [&](int from, int to) { return from == 1 && to == 1 ? round.rank1_own : round.n; };
+      all_to_all_and_check(g, count, round.in_place, i);
+    }
+  });
+}
+
+// After an all_to_all that fitted the posts, two ranks whose blocks are
+// each of one size but not the same size both post, see that the sizes
+// differ, and fail in the slots as sizes that do not pair up: a desync
+// naming the pair, not a hang and not a wrong answer.
+TEST(OneHostPaths, SmallAllToAllSizesThatDoNotPairUpAfterThePostsAreADesync) {
+  run_ranks(2, [](ProcessGroup& g) {
+    std::vector<float> in(8, 1.0f), out(8, 0.0f);
+    g.all_to_all_single(Buffer::of(out), Buffer::of(in));
+    g.all_to_all_single(Buffer::of(out), Buffer::of(in));  // through the posts
+    std::vector<float> mine(g.rank() == 0 ? 8 : 12, 1.0f), theirs(mine.size(), 0.0f);
+    try {
+      g.all_to_all_single(Buffer::of(theirs), Buffer::of(mine));
+      ADD_FAILURE() << "blocks of 16 and 24 bytes were exchanged";
+    } catch (const DesyncError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 sends 16 bytes to rank 1, which expects 24 from it"),
+                std::string::npos)
+          << e.what();
+    }
+  });
 }
 
 // run_ranks_on_one_cpu runs `world` ranks as threads that all share one

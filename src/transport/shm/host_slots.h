@@ -139,6 +139,10 @@ class HostSlots {
   struct PostClock {
     uint64_t posts = 0;
     uint64_t free_after[kPosts] = {};
+    // all_to_all_in_posts: the group's last all_to_all had blocks of one
+    // size on every rank, small enough for a post; every rank saw every
+    // rank's sizes, so all agree whether the next one tries the posts.
+    bool all_to_all_in_posts = false;
   };
   PostClock& post_clock() { return post_clock_; }
   // post returns local rank `local`'s cell `cell` (its data, kPostBytes);
