@@ -99,7 +99,7 @@ Status post_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buff
   int cell;
   Status st = next_post(c, a, true, &cell);
   if (!st.ok()) return st;
-  if (block != kNoFit) {
+  if (block != kNoFit && block != 0) {  // empty blocks may have no data pointer at all
     uint8_t* post = a.post(me, cell);
     for (int d = 0; d < p; ++d) {
       if (d != me) std::memcpy(post + static_cast<size_t>(d) * block, inputs[static_cast<size_t>(d)].data, block);
