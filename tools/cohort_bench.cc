@@ -113,7 +113,8 @@ ReduceOp parse_op(const std::string& s) {
       "  --json        one JSON object per row instead of the table\n"
       "  --spawn N     start N ranks as processes of this host\n"
       "  --bind MODE   how --spawn binds its ranks, as cohortrun's --bind: auto (default: a core\n"
-      "                or more each when there is one per rank), cores, numa, none\n"
+      "                or more each when there is one per rank, else neighbours share a core),\n"
+      "                cores, numa, none\n"
       "  --backend B   cohort (default) or mpi\n"
       "  --symmetric   buffers in symmetric memory\n"
       "  -h, --help    this text\n");

@@ -56,11 +56,13 @@ struct CpuShare {
 };
 
 // share_of_cpus is local rank `local_rank` of `local_world_size`'s share of
-// `topology` under `mode`. Shares are disjoint and contiguous: with C cores
-// and L ranks, rank i gets cores [i*C/L, (i+1)*C/L). kCores with fewer
-// cores than ranks is an InvalidArgument that names both counts and the
-// CPUs (`where` says whose affinity they came from); kAuto then puts
-// neighbours on one core.
+// `topology` under `mode`. With at least as many cores (physical cores,
+// all their hyperthreads) as ranks, shares are disjoint and contiguous:
+// with C cores and L ranks, rank i gets cores [i*C/L, (i+1)*C/L). With
+// fewer, kCores is an InvalidArgument that names both counts and the CPUs
+// (`where` says whose affinity they came from), and kAuto puts rank i on
+// core i*C/L, so neighbours share one core (shares overlap). kNuma works
+// alike on NUMA nodes.
 Result<CpuShare> share_of_cpus(BindMode mode, const CpuTopology& topology, int local_rank,
                                int local_world_size, const std::string& where);
 

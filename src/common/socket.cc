@@ -197,14 +197,16 @@ uint16_t local_port(int fd) {
 
 uint16_t port_to_bind_later() {
   // Below the ephemeral range, above the well-known and most registered
-  // services' ports (and never below 10000: a range that starts low leaves
-  // nothing apart).
+  // services' ports (and never below 10000: a range that starts at 11000 or
+  // lower leaves nothing apart, and the kernel's own choice is as good).
   int ephemeral_first = 32768;
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   int first = 0;
-  if (range >> first && first > 11000) ephemeral_first = first;
+  if (range >> first) ephemeral_first = first;
   const int lowest = std::max(10000, ephemeral_first - 12768);
-  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  // One generator per thread: mt19937 is not safe to share unlocked.
+  thread_local std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()) ^
+                                   static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
   for (int attempt = 0; attempt < 200 && ephemeral_first > 11000; ++attempt) {
     const auto port = static_cast<uint16_t>(lowest + random() % static_cast<unsigned>(ephemeral_first - lowest));
     if (listen_tcp("", port).ok()) return port;

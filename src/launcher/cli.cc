@@ -200,7 +200,8 @@ void add_worker_flags(CLI::App& app, LaunchConfig& c, FlagValues& v) {
   app.add_option("--bind", v.bind,
                  "Bind each local rank to CPUs of its own: cores (contiguous whole cores), numa (whole "
                  "NUMA nodes), none, or auto (the default: cores when every local rank can have one, "
-                 "else none); within cohortrun's own affinity (docs/launcher.md)");
+                 "else neighbouring ranks share a core; none where cohortrun's affinity was already "
+                 "narrowed); within cohortrun's own affinity (docs/launcher.md)");
   app.add_flag(names("--use-env"), v.use_env,
                "LOCAL_RANK in the environment only (cohortrun's way; under cohort-launch, as under "
                "torch.distributed.launch, the program otherwise gets --local-rank=N)");

@@ -114,12 +114,20 @@ struct TcpStore::State {
     const Deadline hello_deadline = Deadline::after(kServerHelloWait);
     const bool hello_bounded = deadline.is_never() || hello_deadline.when() < deadline.when();
     Status st = read_exact(wire::kServerHelloBytes, hello_bounded ? hello_deadline : deadline);
-    if (!st.ok() && st.code() == StatusCode::kTimeout && hello_bounded) {
+    // Silence and a closed connection both mean "not a cohort store": torch's
+    // TCPStore (what torchrun's agent hosts) closes the connection on a
+    // cohort hello it cannot parse, other services may just wait.
+    const bool silent = !st.ok() && st.code() == StatusCode::kTimeout && hello_bounded;
+    const bool hung_up = !st.ok() && st.code() == StatusCode::kNetworkError;
+    if (silent || hung_up) {
       return store_error(address + " (hosted by " + (server_owner.empty() ? "an unknown owner" : server_owner) +
-                         ") sent no store hello within " + std::to_string(kServerHelloWait.count()) +
-                         " s: it is not a cohort store, or its server is stalled (torchrun's agent hosts "
-                         "torch's TCPStore, which C++ programs on cohort cannot join: launch them with "
-                         "cohortrun; Python programs under torchrun use torch's store and are fine)");
+                         ") " +
+                         (silent ? "sent no store hello within " + std::to_string(kServerHelloWait.count()) + " s"
+                                 : "closed the connection before any store hello (" + st.message() + ")") +
+                         ": it is not a cohort store, or its server is " + (silent ? "stalled" : "failing") +
+                         " (torchrun's agent hosts torch's TCPStore, which C++ programs on cohort cannot join: "
+                         "launch them with cohortrun; Python programs under torchrun use torch's store and "
+                         "are fine)");
     }
     if (!st.ok()) return st;
     wire::ServerHello reply = wire::decode_server_hello(in.get() + in_pos);

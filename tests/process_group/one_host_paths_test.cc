@@ -11,6 +11,7 @@
 #include "cohort/config.h"
 #include "common/cpu_binding.h"
 #include "process_group/thread_ranks.h"
+#include "transport/shm/host_slots.h"
 
 namespace cohort::testing {
 namespace {
@@ -70,29 +71,31 @@ TEST(OneHostPaths, BroadcastReadingTheRootsBufferGivesWhatTheSlotsGive) {
 //  - rank 0 in place, rank 1 not: rank 1 offers, rank 0 cannot.
 // all_to_all_four_rounds runs these four rounds on 2 ranks and checks
 // every element.
-// all_to_all_and_check runs one all_to_all on 2 ranks, rank `from`'s block
-// for rank `to` `count(from, to)` int32s of values that name both, the
-// outputs the inputs when `in_place`, and checks every element.
+// all_to_all_and_check runs one all_to_all on the group's ranks, rank
+// `from`'s block for rank `to` `count(from, to)` int32s of values that
+// name both, the outputs the inputs when `in_place`, and checks every
+// element.
 void all_to_all_and_check(ProcessGroup& g, const std::function<size_t(int, int)>& count, bool in_place,
                           size_t round) {
-  const int r = g.rank();
+  const int r = g.rank(), p = g.size();
   auto value = [](int from, int to, size_t k) {
     return from * 100000000 + to * 10000000 + static_cast<int32_t>(k % 1000003);
   };
-  std::vector<std::vector<int32_t>> ins(2), outs(2);
+  std::vector<std::vector<int32_t>> ins(static_cast<size_t>(p)), outs(static_cast<size_t>(p));
   std::vector<Buffer> in_views, out_views;
-  for (int q = 0; q < 2; ++q) {
-    ins[q].resize(count(r, q));
-    for (size_t k = 0; k < ins[q].size(); ++k) ins[q][k] = value(r, q, k);
-    outs[q].assign(count(q, r), -1);
+  for (int q = 0; q < p; ++q) {
+    auto& in = ins[static_cast<size_t>(q)];
+    in.resize(count(r, q));
+    for (size_t k = 0; k < in.size(); ++k) in[k] = value(r, q, k);
+    outs[static_cast<size_t>(q)].assign(count(q, r), -1);
   }
-  for (int q = 0; q < 2; ++q) {
-    in_views.push_back(Buffer::of(ins[q]));
-    out_views.push_back(in_place ? Buffer::of(ins[q]) : Buffer::of(outs[q]));
+  for (int q = 0; q < p; ++q) {
+    in_views.push_back(Buffer::of(ins[static_cast<size_t>(q)]));
+    out_views.push_back(in_place ? Buffer::of(ins[static_cast<size_t>(q)]) : Buffer::of(outs[static_cast<size_t>(q)]));
   }
   g.all_to_all(out_views, in_views);
-  for (int q = 0; q < 2; ++q) {
-    const std::vector<int32_t>& got = in_place ? ins[q] : outs[q];
+  for (int q = 0; q < p; ++q) {
+    const std::vector<int32_t>& got = in_place ? ins[static_cast<size_t>(q)] : outs[static_cast<size_t>(q)];
     ASSERT_EQ(got.size(), count(q, r)) << "round " << round;
     for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], value(q, r, k)) << "round " << round;
   }
@@ -117,28 +120,37 @@ TEST(OneHostPaths, AllToAllReadingThePeersBuffersGivesWhatTheSlotsGive) {
 // Small all_to_all of blocks of one size goes through the posts, but only
 // once the ranks know that the last one fitted everywhere (each rank sees
 // every rank's sizes then); any rank's blocks that do not fit send all
-// ranks through the slots for that call. The rounds, on 2 ranks, each
-// element checked: blocks of one size (the slots, then the posts), in
-// place, rank 1's own block of another size (rank 0 posts its blocks,
-// rank 1 cannot, and both go through the slots), empty blocks, blocks too
-// large for a post, and small ones again.
-TEST(OneHostPaths, SmallAllToAllThroughThePostsGivesWhatTheSlotsGiveWhateverTheSizesDo) {
-  run_ranks(2, [](ProcessGroup& g) {
-    struct Round {
-      size_t n;          // int32s a block
-      size_t rank1_own;  // rank 1's block to itself
-      bool in_place;
-    };
-    const Round rounds[] = {{3, 3, false},       {3, 3, false},       {1024, 1024, false}, {2048, 2048, true},
-                            {5, 9, false},       {5, 5, false},       {0, 0, false},       {5, 5, false},
-                            {4096, 4096, false}, {2049, 2049, false}, {7, 7, false},       {7, 7, true}};
-    for (size_t i = 0; i < sizeof rounds / sizeof rounds[0]; ++i) {
-      const Round& round = rounds[i];
-      auto count = [&](int from, int to) { return from == 1 && to == 1 ? round.rank1_own : round.n; };
-      all_to_all_and_check(g, count, round.in_place, i);
-    }
-  });
+// ranks through the slots for that call. The rounds, each element checked:
+// blocks of one size (the slots, then the posts), in place, rank 1's own
+// block of another size (rank 0 posts its blocks, rank 1 cannot, and all
+// go through the slots), empty blocks, blocks one int32 too large for a
+// post right after ones that fitted, the largest that fit, and small ones
+// again. On 2 ranks, and on 3 (whose blocks fit a post's third; where 3
+// ranks outnumber the CPUs, as on a 2-core machine, they yield and take
+// the slots every time, which the test then checks).
+void small_all_to_all_rounds(ProcessGroup& g) {
+  struct Round {
+    size_t n;          // int32s a block
+    size_t rank1_own;  // rank 1's block to itself
+    bool in_place;
+  };
+  const size_t largest = shm::HostSlots::kPostBytes / static_cast<size_t>(g.size()) / sizeof(int32_t);
+  const Round rounds[] = {{3, 3, false},           {3, 3, false},   {1024, 1024, false}, {largest, largest, true},
+                          {largest + 1, largest + 1, false},         {5, 9, false},       {5, 5, false},
+                          {0, 0, false},           {5, 5, false},   {4096, 4096, false}, {largest, largest, false},
+                          {largest, largest, false},                {7, 7, false},       {7, 7, true}};
+  for (size_t i = 0; i < sizeof rounds / sizeof rounds[0]; ++i) {
+    const Round& round = rounds[i];
+    auto count = [&](int from, int to) { return from == 1 && to == 1 ? round.rank1_own : round.n; };
+    all_to_all_and_check(g, count, round.in_place, i);
+  }
 }
+
+TEST(OneHostPaths, SmallAllToAllThroughThePostsGivesWhatTheSlotsGiveWhateverTheSizesDo) {
+  run_ranks(2, small_all_to_all_rounds);
+}
+
+TEST(OneHostPaths, SmallAllToAllThroughThePostsOnThreeRanks) { run_ranks(3, small_all_to_all_rounds); }
 
 // After an all_to_all that fitted the posts, two ranks whose blocks are
 // each of one size but not the same size both post, see that the sizes

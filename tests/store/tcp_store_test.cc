@@ -1,6 +1,9 @@
 // TcpStore beyond the conformance suite: addresses, authentication, waiting
 // for workers, and what a client sees when the server goes away.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -201,8 +204,8 @@ TEST(TcpStoreTest, AReconnectToAServerThatHasGoneGivesUpInSecondsNotAfterTheTime
       << m;
 }
 
-// Another service on the port that answers nothing (torch's TCPStore,
-// hosted by torchrun's agent, waits for more of what it takes for its own
+// Another service on the port that answers nothing (torch 2.13's libuv
+// TCPStore, hosted by torchrun's agent, waits for more of its own
 // protocol): the client says so within seconds, not at the store's timeout.
 TEST(TcpStoreTest, AServerThatSendsNoHelloIsAStoreErrorWithinSecondsSayingWhatItMayBe) {
   auto silent = listen_tcp("127.0.0.1", 0);  // connections queue; nothing is ever read or written
@@ -224,6 +227,46 @@ TEST(TcpStoreTest, AServerThatSendsNoHelloIsAStoreErrorWithinSecondsSayingWhatIt
             std::string::npos)
       << m;
   EXPECT_NE(m.find("launch them with cohortrun"), std::string::npos) << m;
+}
+
+// torch's non-libuv TCPStore (use_libuv=False) reads the cohort hello,
+// cannot parse it, and resets the connection: the same clear error, not a
+// lost server.
+TEST(TcpStoreTest, AServerThatHangsUpOnTheHelloIsAStoreErrorSayingWhatItMayBe) {
+  auto listener = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const int listen_fd = listener.value().fd();
+  std::thread hang_up([listen_fd] {
+    for (int i = 0; i < 8; ++i) {  // the client may retry; answer every try alike
+      pollfd p{listen_fd, POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) return;
+      const int fd = ::accept(listen_fd, nullptr, nullptr);
+      if (fd < 0) return;
+      char some[4];
+      (void)!::read(fd, some, sizeof some);
+      ::close(fd);
+    }
+  });
+  TcpStoreOptions o = client_options(local_port(listen_fd));
+  o.timeout = std::chrono::seconds(60);
+  o.server_owner = "torchrun's agent";
+  const auto start = std::chrono::steady_clock::now();
+  std::string m;
+  try {
+    TcpStore store("127.0.0.1", o);
+    store.set("k", to_bytes("v"));
+    ADD_FAILURE() << "a server that hung up took a key";
+  } catch (const StoreError& e) {
+    m = e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << m;
+  EXPECT_NE(m.find("(hosted by torchrun's agent) closed the connection before any store hello"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("it is not a cohort store"), std::string::npos) << m;
+  EXPECT_NE(m.find("launch them with cohortrun"), std::string::npos) << m;
+  ::shutdown(listen_fd, SHUT_RDWR);
+  hang_up.join();
 }
 
 TEST(TcpStoreTest, ManyWaitersOnOneKeyAreAllWokenBySet) {
