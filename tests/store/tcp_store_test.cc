@@ -204,25 +204,34 @@ TEST(TcpStoreTest, AReconnectToAServerThatHasGoneGivesUpInSecondsNotAfterTheTime
       << m;
 }
 
+// error_of_a_first_set connects to the service on `port`, hosted by
+// `owner`, and sets a key: the StoreError's message, and how long it took.
+std::string error_of_a_first_set(uint16_t port, const std::string& owner, std::chrono::seconds* took) {
+  TcpStoreOptions o = client_options(port);
+  o.timeout = std::chrono::seconds(60);
+  o.server_owner = owner;
+  const auto start = std::chrono::steady_clock::now();
+  std::string m;
+  try {
+    TcpStore store("127.0.0.1", o);
+    store.set("k", to_bytes("v"));
+    ADD_FAILURE() << "a service that is not a store took a key";
+  } catch (const StoreError& e) {
+    m = e.what();
+  }
+  *took = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start);
+  return m;
+}
+
 // Another service on the port that answers nothing (torch 2.13's libuv
 // TCPStore, hosted by torchrun's agent, waits for more of its own
 // protocol): the client says so within seconds, not at the store's timeout.
 TEST(TcpStoreTest, AServerThatSendsNoHelloIsAStoreErrorWithinSecondsSayingWhatItMayBe) {
   auto silent = listen_tcp("127.0.0.1", 0);  // connections queue; nothing is ever read or written
   ASSERT_TRUE(silent.ok());
-  TcpStoreOptions o = client_options(local_port(silent.value().fd()));
-  o.timeout = std::chrono::seconds(60);
-  o.server_owner = "the launcher";
-  const auto start = std::chrono::steady_clock::now();
-  std::string m;
-  try {
-    TcpStore store("127.0.0.1", o);
-    store.set("k", to_bytes("v"));
-    ADD_FAILURE() << "a silent server took a key";
-  } catch (const StoreError& e) {
-    m = e.what();
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40)) << m;
+  std::chrono::seconds took{};
+  const std::string m = error_of_a_first_set(local_port(silent.value().fd()), "the launcher", &took);
+  EXPECT_LT(took, std::chrono::seconds(40)) << m;
   EXPECT_NE(m.find("(hosted by the launcher) sent no store hello within 10 s: it is not a cohort store"),
             std::string::npos)
       << m;
@@ -247,19 +256,9 @@ TEST(TcpStoreTest, AServerThatHangsUpOnTheHelloIsAStoreErrorSayingWhatItMayBe) {
       ::close(fd);
     }
   });
-  TcpStoreOptions o = client_options(local_port(listen_fd));
-  o.timeout = std::chrono::seconds(60);
-  o.server_owner = "torchrun's agent";
-  const auto start = std::chrono::steady_clock::now();
-  std::string m;
-  try {
-    TcpStore store("127.0.0.1", o);
-    store.set("k", to_bytes("v"));
-    ADD_FAILURE() << "a server that hung up took a key";
-  } catch (const StoreError& e) {
-    m = e.what();
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << m;
+  std::chrono::seconds took{};
+  const std::string m = error_of_a_first_set(local_port(listen_fd), "torchrun's agent", &took);
+  EXPECT_LT(took, std::chrono::seconds(30)) << m;
   EXPECT_NE(m.find("(hosted by torchrun's agent) closed the connection before any store hello"),
             std::string::npos)
       << m;
