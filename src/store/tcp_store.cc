@@ -101,10 +101,26 @@ struct TcpStore::State {
     hello.has_token = !token.empty();
     auto bytes = wire::encode_client_hello(hello);
     Status st = send_all(socket.fd(), bytes.data(), bytes.size(), deadline);
-    if (!st.ok()) return st;
+    // A service that resets the connection as soon as it is made never says hello.
+    if (!st.ok()) return st.code() == StatusCode::kNetworkError ? not_a_store(/*silent=*/false, st) : st;
     hello_pending = true;
     if (token.empty()) return Status::ok_status();
     return finish_handshake(deadline);
+  }
+
+  // not_a_store is the error for a service that said no store hello: it
+  // stayed `silent`, or hung up (`why`). torch's TCPStore (what torchrun's
+  // agent hosts) closes the connection on a cohort hello it cannot parse,
+  // or, with libuv, waits for more of its own protocol.
+  Status not_a_store(bool silent, const Status& why) const {
+    return store_error(address + " (hosted by " + (server_owner.empty() ? "an unknown owner" : server_owner) +
+                       ") " +
+                       (silent ? "sent no store hello within " + std::to_string(kServerHelloWait.count()) + " s"
+                               : "closed the connection before any store hello (" + why.message() + ")") +
+                       ": it is not a cohort store, or its server is " + (silent ? "stalled" : "failing") +
+                       " (torchrun's agent hosts torch's TCPStore, which C++ programs on cohort cannot join: "
+                       "launch them with cohortrun; Python programs under torchrun use torch's store and "
+                       "are fine)");
   }
 
   // finish_handshake reads and checks the server's hello (and, with a token,
@@ -114,21 +130,10 @@ struct TcpStore::State {
     const Deadline hello_deadline = Deadline::after(kServerHelloWait);
     const bool hello_bounded = deadline.is_never() || hello_deadline.when() < deadline.when();
     Status st = read_exact(wire::kServerHelloBytes, hello_bounded ? hello_deadline : deadline);
-    // Silence and a closed connection both mean "not a cohort store": torch's
-    // TCPStore (what torchrun's agent hosts) closes the connection on a
-    // cohort hello it cannot parse, other services may just wait.
+    // Silence and a closed connection both mean "not a cohort store".
     const bool silent = !st.ok() && st.code() == StatusCode::kTimeout && hello_bounded;
     const bool hung_up = !st.ok() && st.code() == StatusCode::kNetworkError;
-    if (silent || hung_up) {
-      return store_error(address + " (hosted by " + (server_owner.empty() ? "an unknown owner" : server_owner) +
-                         ") " +
-                         (silent ? "sent no store hello within " + std::to_string(kServerHelloWait.count()) + " s"
-                                 : "closed the connection before any store hello (" + st.message() + ")") +
-                         ": it is not a cohort store, or its server is " + (silent ? "stalled" : "failing") +
-                         " (torchrun's agent hosts torch's TCPStore, which C++ programs on cohort cannot join: "
-                         "launch them with cohortrun; Python programs under torchrun use torch's store and "
-                         "are fine)");
-    }
+    if (silent || hung_up) return not_a_store(silent, st);
     if (!st.ok()) return st;
     wire::ServerHello reply = wire::decode_server_hello(in.get() + in_pos);
     in_pos += wire::kServerHelloBytes;
@@ -226,13 +231,16 @@ struct TcpStore::State {
     }
     Status st = send_all(socket.fd(), out.data(), out.size(), deadline);
     std::optional<uint64_t> length;
-    if (st.ok() && hello_pending) {
+    // A service that hung up on the hello may have reset the connection
+    // before the request went out: its hello (or its silence) still says
+    // what it is.
+    if (hello_pending && (st.ok() || st.code() == StatusCode::kNetworkError)) {
       Status hs = finish_handshake(Deadline::after(timeout()));
       if (!hs.ok() && hs.code() == StatusCode::kStoreError) {
         socket.reset();
         throw_status(hs.with_context("TcpStore " + what));
       }
-      st = hs;
+      if (st.ok()) st = hs;
     }
     if (st.ok()) st = read_exact(wire::kFrameHeaderBytes, deadline);
     if (st.ok()) {

@@ -241,18 +241,28 @@ TEST(TcpStoreTest, AServerThatSendsNoHelloIsAStoreErrorWithinSecondsSayingWhatIt
 // torch's non-libuv TCPStore (use_libuv=False) reads the cohort hello,
 // cannot parse it, and resets the connection: the same clear error, not a
 // lost server.
-TEST(TcpStoreTest, AServerThatHangsUpOnTheHelloIsAStoreErrorSayingWhatItMayBe) {
+// expect_hang_up_named has a first set meet a service that hangs up on every
+// connection, and checks that the StoreError says what the service may be.
+// `reset_at_once` closes each connection with a reset before reading
+// anything, so the client's hello or request may fail to go out (the other
+// order reads the hello's first bytes and closes, which also resets).
+void expect_hang_up_named(bool reset_at_once) {
   auto listener = listen_tcp("127.0.0.1", 0);
   ASSERT_TRUE(listener.ok());
   const int listen_fd = listener.value().fd();
-  std::thread hang_up([listen_fd] {
+  std::thread hang_up([listen_fd, reset_at_once] {
     for (int i = 0; i < 8; ++i) {  // the client may retry; answer every try alike
       pollfd p{listen_fd, POLLIN, 0};
       if (::poll(&p, 1, 5000) <= 0) return;
       const int fd = ::accept(listen_fd, nullptr, nullptr);
       if (fd < 0) return;
-      char some[4];
-      (void)!::read(fd, some, sizeof some);
+      if (reset_at_once) {
+        const linger reset{1, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+      } else {
+        char some[4];
+        (void)!::read(fd, some, sizeof some);
+      }
       ::close(fd);
     }
   });
@@ -266,6 +276,14 @@ TEST(TcpStoreTest, AServerThatHangsUpOnTheHelloIsAStoreErrorSayingWhatItMayBe) {
   EXPECT_NE(m.find("launch them with cohortrun"), std::string::npos) << m;
   ::shutdown(listen_fd, SHUT_RDWR);
   hang_up.join();
+}
+
+TEST(TcpStoreTest, AServerThatHangsUpOnTheHelloIsAStoreErrorSayingWhatItMayBe) {
+  expect_hang_up_named(/*reset_at_once=*/false);
+}
+
+TEST(TcpStoreTest, AServerThatResetsEachConnectionAtOnceIsAStoreErrorSayingWhatItMayBe) {
+  expect_hang_up_named(/*reset_at_once=*/true);
 }
 
 TEST(TcpStoreTest, ManyWaitersOnOneKeyAreAllWokenBySet) {
