@@ -38,7 +38,10 @@ Status run_message_passing(AlgoContext& c, Algorithm a, const MessagePassingCall
         return halving_reduce_scatter(c, call.output, *call.inputs, call.op);
       return reduce_scatter(c, call.output, *call.inputs, call.op);
     case Collective::kAllToAll:
-      if (a == Algorithm::kBruck) return bruck_all_to_all(c, *call.outputs, *call.inputs);
+      if (a == Algorithm::kBruck) {
+        return call.even_blocks ? bruck_all_to_all_uniform(c, *call.outputs, *call.inputs)
+                                : bruck_all_to_all(c, *call.outputs, *call.inputs);
+      }
       return all_to_all(c, *call.outputs, *call.inputs);
     case Collective::kBarrier:
       return barrier(c);

@@ -25,6 +25,9 @@ struct MessagePassingCall {
   const std::vector<Buffer>* inputs = nullptr;   // scatter (root), reduce_scatter, all_to_all
   int root = 0;
   ReduceOp::Kind op = ReduceOp::SUM;  // as algorithms take it (AVG and PREMUL_SUM as SUM)
+  // all_to_all: every rank's blocks have one size by the caller's contract
+  // (OpContext::even_blocks), so Bruck's runs without agreeing on it.
+  bool even_blocks = false;
 };
 
 // runs_over_messages: false for the algorithms that need the host's shared

@@ -93,12 +93,13 @@ double bruck_cost(Collective c, const GroupShape& s, const CostModel& m, double 
   const LinkCost l = m.messages(s);
   const double p = s.ranks;
   if (c == Collective::kAllToAll) {
-    // Agreeing on the blocks' size (ceil(log2 P) steps of 16 bytes), then
     // ceil(log2 P) steps of about half the slots, each packed and unpacked.
+    // Agreeing on the blocks' size first is not Bruck's cost: even splits
+    // need none, and uneven ones agree before any choice where the table
+    // varies, whichever algorithm then runs (NativeBackend::all_to_all).
     const int steps = ceil_log2(s.ranks);
     const double half = std::ceil(p / 2) * n;
-    return 2 * steps * l.latency_s + steps * (half / l.bytes_per_s + 2 * m.copy_s(half)) +
-           2 * m.copy_s(p * n);
+    return steps * l.latency_s + steps * (half / l.bytes_per_s + 2 * m.copy_s(half)) + 2 * m.copy_s(p * n);
   }
   // The blocks go into a rotated copy and out again.
   return ceil_log2(s.ranks) * l.latency_s + (p - 1) * n / l.bytes_per_s + 2 * m.copy_s(p * n);

@@ -30,6 +30,10 @@ struct OpContext {
   const std::string* what;  // the Work's description, kept alive by `description`
   std::shared_ptr<const void> description;
   TraceTicket trace = {};  // its flight-recorder entry (queued operations)
+  // all_to_all only: the call split its buffers evenly (all_to_all_single
+  // without split sizes), so by torch's contract every rank's blocks have
+  // one size, the same on every rank, and the ranks need not agree on it.
+  bool even_blocks = false;
 };
 
 class Backend {

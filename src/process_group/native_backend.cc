@@ -331,9 +331,14 @@ Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::
   // Each rank's largest block differs between ranks of uneven splits: where
   // the table has more than one algorithm, the ranks first agree on the
   // largest block anywhere (and whether all blocks are alike, which
-  // Bruck's needs) and choose by that.
+  // Bruck's needs) and choose by that. Even splits (all_to_all_single
+  // without split sizes) have one block size on every rank, so each rank
+  // chooses alike from its own and Bruck's runs at once (dispatch.cc), as
+  // MPI_Alltoall's does. (Ranks whose buffers break that contract fail as
+  // a desync where a message's size is wrong, or time out where their
+  // sizes chose different algorithms; COHORT_DEBUG=detail names them first.)
   bool uniform = false;
-  if (table_.varies(Collective::kAllToAll)) {
+  if (!op.even_blocks && table_.varies(Collective::kAllToAll)) {
     AlgoContext agreeing = context(op, false);
     auto shape = agree_all_to_all_shape(agreeing, outputs, inputs);
     if (!shape.ok()) return shape.status();
@@ -352,6 +357,7 @@ Status NativeBackend::all_to_all(const std::vector<Buffer>& outputs, const std::
   MessagePassingCall call{Collective::kAllToAll};
   call.outputs = &outputs;
   call.inputs = &inputs;
+  call.even_blocks = op.even_blocks;
   const Algorithm a = algorithm.value() == Algorithm::kShmDirect ? Algorithm::kPairwise : algorithm.value();
   return run_message_passing(c, a, call);
 }

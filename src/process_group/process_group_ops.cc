@@ -448,10 +448,14 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Buffer& output, cons
     OpShape shape = shape_of(outputs, inputs);
     const Fingerprint fingerprint =
         Fingerprint(CollectiveCall::kAllToAllSingle, input.dtype, input.count).with_received(output.count);
+    const bool even = output_split_sizes.empty() && input_split_sizes.empty();
     return call(
         std::move(shape), [fingerprint] { return fingerprint; },
-        [this, outputs = std::move(outputs), inputs = std::move(inputs)](const OpContext& c) {
-          return state_->backend_->all_to_all(outputs, inputs, c);
+        [this, even, outputs = std::move(outputs), inputs = std::move(inputs)](const OpContext& c) {
+          if (!even) return state_->backend_->all_to_all(outputs, inputs, c);
+          OpContext evenly = c;
+          evenly.even_blocks = true;
+          return state_->backend_->all_to_all(outputs, inputs, evenly);
         });
   });
 }

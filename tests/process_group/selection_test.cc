@@ -444,6 +444,41 @@ TEST(AlgorithmSelection, AllToAllRanksAgreeOnTheSizeBeforeChoosing) {
   reset_config("COHORT_SHM");
 }
 
+// all_to_all_single without split sizes runs Bruck's at once (torch's
+// contract gives every rank one block size): right answers, and buffers
+// that break the contract (rank 0's blocks of 2 floats, the others' of 3)
+// fail on every rank, as a desync that names the sizes where a message's
+// size is wrong, never as a wrong answer. The bad call has a group of its
+// own: the first rank to fail aborts the group, which may catch a rank
+// still finishing the collective before.
+TEST(AlgorithmSelection, EvenAllToAllSingleRunsBrucksWithoutAgreeingAndUnequalBuffersFail) {
+  set_config("COHORT_SHM", "off");
+  set_config("COHORT_ALGO", "all_to_all=bruck");
+  constexpr int kWorld = 4;
+  run_ranks(kWorld, check_all_to_all_even_splits, std::chrono::seconds(20));
+  std::vector<std::string> errors(kWorld);
+  run_ranks(
+      kWorld,
+      [&](ProcessGroup& g) {
+        const size_t block = g.rank() == 0 ? 2 : 3;
+        std::vector<float> in(block * kWorld, 1.0f), out(block * kWorld, 0.0f);
+        try {
+          g.all_to_all_single(Buffer::of(out), Buffer::of(in))->wait();
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(g.rank())] = e.what();
+        }
+      },
+      std::chrono::seconds(20));
+  reset_config("COHORT_ALGO");
+  reset_config("COHORT_SHM");
+  bool named = false;
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_FALSE(errors[static_cast<size_t>(r)].empty()) << "rank " << r << " exchanged unequal blocks";
+    named = named || errors[static_cast<size_t>(r)].find("bytes but this rank expected") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << errors[0] << "\n" << errors[1] << "\n" << errors[2] << "\n" << errors[3];
+}
+
 TEST(AddressChoice, InterfaceByNameOrRouteToTheMaster) {
   set_config("COHORT_SOCKET_IFNAME", "lo");
   EXPECT_EQ(tcp::local_address("10.1.2.3").value(), "127.0.0.1");
