@@ -17,6 +17,8 @@
 
 namespace cohort {
 
+class ChoiceLog;
+
 // AlgoContext is what every algorithm needs besides its buffers.
 struct AlgoContext {
   Transport& transport;
@@ -30,6 +32,9 @@ struct AlgoContext {
   // GroupShape::between_hosts). Null: the cost model's defaults.
   const AlgorithmTable* leaders = nullptr;
   const AlgorithmTable* columns = nullptr;
+  // choices: where a shared-memory algorithm notes which way it went
+  // (COHORT_DEBUG=info); null: nobody asked.
+  ChoiceLog* choices = nullptr;
 
   // tag makes each step's messages unique within the group.
   uint64_t tag(uint32_t step) const { return (sequence << 24) | (step & 0xFFFFFFu); }

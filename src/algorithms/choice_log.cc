@@ -20,4 +20,11 @@ void ChoiceLog::note(Collective collective, size_t bytes, Algorithm algorithm, c
                     << ")";
 }
 
+void ChoiceLog::note_way(Collective collective, const char* way, const std::string& what) {
+  const auto key = std::make_pair(collective, way);
+  if (std::find(ways_.begin(), ways_.end(), key) != ways_.end()) return;
+  ways_.push_back(key);
+  COHORT_LOG(kInfo) << what << " goes " << way << " (logged once for this way)";
+}
+
 }  // namespace cohort

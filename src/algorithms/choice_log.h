@@ -1,5 +1,7 @@
 // choice_log.h: COHORT_DEBUG=info's lines saying which algorithm a group's
 // collectives run, once per collective and size class (a run of sizes the table chooses alike for),
+// and which way a shared-memory algorithm went (its own second-level
+// choice, which the table does not make), once per collective and way,
 // so that a log shows every choice without a line per call.
 #pragma once
 
@@ -19,9 +21,13 @@ class ChoiceLog {
   // rank). One per backend; used by the thread driving it.
   void note(Collective collective, size_t bytes, Algorithm algorithm, const AlgorithmTable& table,
             const std::string& what);
+  // note_way logs `way` ("through the posts") for `what` the first time
+  // this collective goes that way; `way` is a literal.
+  void note_way(Collective collective, const char* way, const std::string& what);
 
  private:
-  std::vector<std::pair<Collective, size_t>> logged_;  // (collective, size class limit)
+  std::vector<std::pair<Collective, size_t>> logged_;        // (collective, size class limit)
+  std::vector<std::pair<Collective, const char*>> ways_;     // (collective, way) logged
 };
 
 }  // namespace cohort

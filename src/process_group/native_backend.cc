@@ -139,8 +139,9 @@ AlgoContext NativeBackend::context(const OpContext& op, bool direct) {
   // A direct shared-memory algorithm looks at the deadline only when it
   // has to sleep: it keeps the blocking call's unconverted one. The others
   // look at it on every send and poll.
-  return AlgoContext{*transport_, op.sequence, direct ? op.deadline : op.deadline.resolved(),
-                     *op.what,    scratch_,    &leaders_table_, &columns_table_};
+  return AlgoContext{*transport_,     op.sequence,    direct ? op.deadline : op.deadline.resolved(),
+                     *op.what,        scratch_,       &leaders_table_,
+                     &columns_table_, log_choices_ ? &choice_log_ : nullptr};
 }
 
 void NativeBackend::premultiply(const Buffer& buffer, ReduceOp reduce_op) {

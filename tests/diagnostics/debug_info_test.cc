@@ -5,6 +5,7 @@
 #include "algorithms/selection.h"
 #include "cohort/config.h"
 #include "process_group/thread_ranks.h"
+#include "support/messages.h"
 
 namespace cohort::testing {
 namespace {
@@ -18,12 +19,6 @@ std::string log_of_two_ranks_all_reducing() {
     g.all_reduce(Buffer::of(large));
   });
   return ::testing::internal::GetCapturedStderr();
-}
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 TEST(DebugInfoTest, InfoLogsGroupCreationAndEachAlgorithmChoiceOncePerSizeClass) {
@@ -47,15 +42,15 @@ TEST(DebugInfoTest, InfoLogsGroupCreationAndEachAlgorithmChoiceOncePerSizeClass)
   // The class reaches as far as the table keeps recursive doubling.
   const size_t limit =
       AlgorithmTable::for_config(GroupShape::flat(2)).class_limit(Collective::kAllReduce, 16);
-  EXPECT_EQ(count_of(log,
+  EXPECT_EQ(times_in(log,
                      "all_reduce #1 of group test runs recursive_doubling: 16 bytes per rank, 2 ranks, none "
                      "sharing memory (logged once for its size class: up to " +
                          std::to_string(limit) + " bytes per rank)"),
             2u)
       << log;
-  EXPECT_EQ(count_of(log, "all_reduce #2 of group test runs"), 0u) << log;
+  EXPECT_EQ(times_in(log, "all_reduce #2 of group test runs"), 0u) << log;
   EXPECT_EQ(
-      count_of(log,
+      times_in(log,
                "all_reduce #3 of group test runs ring: 4194304 bytes per rank, 2 ranks, none sharing memory "
                "(logged once for its size class: no upper bound)"),
       2u)

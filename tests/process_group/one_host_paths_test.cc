@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "cohort/config.h"
 #include "common/cpu_binding.h"
 #include "process_group/thread_ranks.h"
+#include "support/messages.h"
 #include "transport/shm/host_slots.h"
 
 namespace cohort::testing {
@@ -193,6 +195,53 @@ TEST(OneHostPaths, AllToAllReadsInPlaceWhereRanksOutnumberCores) {
   set_config("COHORT_SHM_SINGLE_COPY_BYTES", "4096");
   run_ranks_on_one_cpu(2, all_to_all_four_rounds);
   reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// log_of_small_all_to_alls returns what COHORT_DEBUG=info logs while two
+// ranks (both on one CPU if `on_one_cpu`) run three all_to_alls of blocks
+// of 2 floats: the first through the slots (no rank knows the others'
+// sizes yet), the next ones through the posts where each rank has a core.
+std::string log_of_small_all_to_alls(bool on_one_cpu) {
+  set_config("COHORT_LOG_LEVEL", "warning");
+  set_config("COHORT_DEBUG", "info");
+  auto three = [](ProcessGroup& g) {
+    std::vector<float> in(4, 1.0f), out(4, 0.0f);
+    for (int i = 0; i < 3; ++i) g.all_to_all_single(Buffer::of(out), Buffer::of(in));
+  };
+  ::testing::internal::CaptureStderr();
+  if (on_one_cpu) {
+    run_ranks_on_one_cpu(2, three);
+  } else {
+    run_ranks(2, three);
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  reset_config("COHORT_DEBUG");
+  reset_config("COHORT_LOG_LEVEL");
+  return log;
+}
+
+// Each rank logs each way once: #1 through the slots, #2 through the
+// posts, #3 nothing new.
+TEST(OneHostPaths, SmallAllToAllLogsThatItWentThroughThePostsOnceTheRanksKnewTheyFit) {
+  if (affinity_of_this_thread().size() < 2) GTEST_SKIP() << "this test may run on one CPU only";
+  const std::string log = log_of_small_all_to_alls(/*on_one_cpu=*/false);
+  EXPECT_EQ(times_in(log, "all_to_all_single #1 of group test goes through the slots (logged once"), 2u) << log;
+  EXPECT_EQ(times_in(log,
+                     "all_to_all_single #2 of group test goes through the posts (blocks of one size that fit "
+                     "a post) (logged once"),
+            2u)
+      << log;
+  EXPECT_EQ(times_in(log, "all_to_all_single #3 of group test goes"), 0u) << log;
+}
+
+TEST(OneHostPaths, SmallAllToAllLogsWhyItKeptToTheSlotsWhereRanksOutnumberCores) {
+  const std::string log = log_of_small_all_to_alls(/*on_one_cpu=*/true);
+  EXPECT_EQ(times_in(log,
+                     "all_to_all_single #2 of group test goes through the slots: its blocks fit the posts, but "
+                     "this host's ranks outnumber their CPUs"),
+            2u)
+      << log;
+  EXPECT_EQ(times_in(log, "through the posts ("), 0u) << log;
 }
 
 // A reduce_scatter on one host reduces each block in rank order, whichever
