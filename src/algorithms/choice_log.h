@@ -26,8 +26,8 @@ class ChoiceLog {
   void note_way(Collective collective, const char* way, const std::string& what);
 
  private:
-  std::vector<std::pair<Collective, size_t>> logged_;        // (collective, size class limit)
-  std::vector<std::pair<Collective, const char*>> ways_;     // (collective, way) logged
+  std::vector<std::pair<Collective, size_t>> logged_;     // (collective, size class limit)
+  std::vector<std::pair<Collective, const char*>> ways_;  // (collective, way) logged
 };
 
 }  // namespace cohort
