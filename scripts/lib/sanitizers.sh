@@ -72,6 +72,13 @@ run_sanitizer_tree() {
     exclude+='|EveryCollectiveOfTheMatrixPassesTheCheck'
     exclude+='|EveryDtypeOpAndSize.*_P1_'
     exclude+='|AlgorithmMatrix[.]Check/[a-z_]*_P[25]( |$)'
+    # The columns matrix (hierarchical all_gather, reduce_scatter and
+    # all_reduce) at 4 and 6 ranks only: 2 and 3 hosts of 2, where every
+    # column's and leader's threads meet as they do at more. From 7 ranks
+    # on (uneven hosts, 3 a host, 10 and 12 ranks) it runs in build/ and
+    # build-asan/; under TSan those 25 cases took 20-240 s each, 23 minutes
+    # of the fresh-clone CI at -j2 (2026-12-06).
+    exclude+='|ColumnsMatrix[.]Check/[a-z_]*_P([7-9]|1[0-9])_[0-9]+_a_host'
   fi
 
   echo "cohort: the core suite under $name (build-$name/)"
