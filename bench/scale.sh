@@ -21,6 +21,8 @@
 # SCALE_BASELINE_ALGO, when set, runs cohort a second time with that
 # COHORT_ALGO (column "forced"): e.g. the table before the cost model,
 # "all_gather=ring,reduce_scatter=ring,broadcast:0-32K:binomial_tree,broadcast:32K-:chain".
+# SCALE_BASELINE_ENV (VAR=value words) does the same with other knobs, e.g.
+# "COHORT_COST_RANKS_PER_CPU=1": the table that gives each rank a CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/common.sh
@@ -52,8 +54,10 @@ run_one() {  # impl layout p collective sweep rep
   case "$impl" in
     cohort)
       if [ "$layout" = "${p}x1" ]; then
-        if [ -n "${SCALE_BASELINE_ALGO:-}" ]; then
-          timeout "$TIMEOUT" env COHORT_SHM=off COHORT_ALGO="$SCALE_BASELINE_ALGO" build/tools/cohort-bench "$c" \
+        if [ -n "${SCALE_BASELINE_ALGO:-}${SCALE_BASELINE_ENV:-}" ]; then
+          # shellcheck disable=SC2086
+          timeout "$TIMEOUT" env COHORT_SHM=off ${SCALE_BASELINE_ENV:-} \
+            ${SCALE_BASELINE_ALGO:+COHORT_ALGO="$SCALE_BASELINE_ALGO"} build/tools/cohort-bench "$c" \
             "${args[@]}" -c 0 --spawn "$p" --bind "$BIND" >"$raw/forced.$c.$layout.$sweep.$rep" \
             2>"$raw/forced.$c.$layout.$sweep.$rep.err" || failed "forced.$c.$layout.$sweep.$rep"
         fi

@@ -3,14 +3,17 @@
 //
 //   cohort-info              a table for people
 //   cohort-info --markdown   the same as a markdown table (docs/config.md)
-//   cohort-info --algorithms --ranks P [--hosts H]
+//   cohort-info --algorithms --ranks P [--hosts H] [--ranks-per-cpu R]
 //                            the algorithm table in force for P ranks on H
 //                            hosts (default: P, none sharing memory; H=1:
-//                            one host), with COHORT_ALGO and the cost
-//                            model's knobs applied
+//                            one host), their machines running R ranks a
+//                            CPU (default COHORT_COST_RANKS_PER_CPU, else
+//                            1), with COHORT_ALGO and the cost model's
+//                            knobs applied
 //   cohort-info --algorithms --ranks P [--hosts H] --predict 4,64K,16M
 //                            the cost model's predicted time of the table's
 //                            choice at those sizes beside its lower bound
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +23,7 @@
 
 #include "algorithms/selection.h"
 #include "cohort/config.h"
+#include "common/config_registry.h"
 #include "common/split.h"
 
 namespace {
@@ -55,6 +59,7 @@ void print_markdown(const std::vector<cohort::ConfigEntry>& entries) {
 // print_algorithms: `--algorithms --ranks P [--hosts H]`; returns the exit code.
 int print_algorithms(int argc, char** argv) {
   long ranks = 0, hosts = 0;
+  double crowd = cohort::config_float(cohort::knobs::kCostRanksPerCpu);
   std::vector<size_t> predict;
   for (int k = 2; k < argc; ++k) {
     const bool has_value = k + 1 < argc;
@@ -63,6 +68,13 @@ int print_algorithms(int argc, char** argv) {
       ranks = std::strtol(argv[++k], &end, 10);
     } else if (std::strcmp(argv[k], "--hosts") == 0 && has_value) {
       hosts = std::strtol(argv[++k], &end, 10);
+    } else if (std::strcmp(argv[k], "--ranks-per-cpu") == 0 && has_value) {
+      crowd = std::strtod(argv[++k], &end);
+      if (end && *end == '\0' && !(crowd >= 1 && crowd <= 100000)) {
+        std::fprintf(stderr, "cohort-info --algorithms: --ranks-per-cpu %s is not from 1 to 100000\n",
+                     argv[k]);
+        return 2;
+      }
     } else if (std::strcmp(argv[k], "--predict") == 0 && has_value) {
       for (const std::string& item : cohort::split(argv[++k], ',')) {
         size_t bytes = 0;
@@ -91,7 +103,8 @@ int print_algorithms(int argc, char** argv) {
     return 2;
   }
   const int p = static_cast<int>(ranks);
-  const cohort::GroupShape shape = cohort::GroupShape::of(p, hosts == 0 ? p : static_cast<int>(hosts));
+  cohort::GroupShape shape = cohort::GroupShape::of(p, hosts == 0 ? p : static_cast<int>(hosts));
+  shape.ranks_per_cpu = std::max(1.0, crowd);
   if (!predict.empty()) {
     std::printf("# %s: the cost model's time for the table's choice, and its lower bound\n",
                 shape.describe().c_str());
@@ -101,19 +114,12 @@ int print_algorithms(int argc, char** argv) {
   std::fputs(cohort::AlgorithmTable::for_config(shape).describe().c_str(), stdout);
   if (shape.topology == cohort::Topology::kHosts) {
     std::printf("\n# between hosts: the leaders' step of a hierarchical all_reduce\n");
-    std::fputs(cohort::AlgorithmTable::for_config(cohort::GroupShape::between_hosts(shape.hosts, 1), true)
-                   .describe()
-                   .c_str(),
-               stdout);
+    std::fputs(cohort::AlgorithmTable::for_config(shape.leaders(), true).describe().c_str(), stdout);
     std::printf(
         "\n# between hosts: each column's step of a hierarchical all_gather and reduce_scatter (%d columns a "
         "host's link)\n",
         shape.most_per_host);
-    std::fputs(cohort::AlgorithmTable::for_config(
-                   cohort::GroupShape::between_hosts(shape.hosts, shape.most_per_host), true)
-                   .describe()
-                   .c_str(),
-               stdout);
+    std::fputs(cohort::AlgorithmTable::for_config(shape.columns(), true).describe().c_str(), stdout);
   }
   return 0;
 }
@@ -130,7 +136,8 @@ int main(int argc, char** argv) {
   bool markdown = argc > 1 && std::strcmp(argv[1], "--markdown") == 0;
   if (argc > 1 && !markdown) {
     std::fprintf(stderr,
-                 "usage: cohort-info [--markdown | --algorithms --ranks P [--hosts H] [--predict SIZES]]\n");
+                 "usage: cohort-info [--markdown | --algorithms --ranks P [--hosts H] [--ranks-per-cpu R] "
+                 "[--predict SIZES]]\n");
     return 2;
   }
   try {

@@ -51,7 +51,7 @@ struct AlgorithmEntry {
   const char* name;
   uint32_t collectives;  // bit (1 << Collective) for each it runs
   uint32_t topologies;   // bit (1 << Topology) for each group it can run in
-  AlgorithmCost cost;
+  AlgorithmCost price;  // in a model already crowded as the shape says (cost, below)
   const char* summary;  // steps and bytes, for cohort-info and docs
   // taken_on: bit (1 << Topology) for each group where the table takes
   // this entry whenever it runs the collective, whatever the model says
@@ -61,6 +61,11 @@ struct AlgorithmEntry {
   // the group's ranks (two or more), as the columns of a host need.
   bool even_hosts_only = false;
 
+  // cost: what one call of `bytes` costs in `shape`, the model crowded as
+  // the shape's machines are (CostModel::on_crowded_machine).
+  double cost(Collective c, const GroupShape& shape, const CostModel& model, double bytes) const {
+    return price(c, shape, model.on_crowded_machine(shape.ranks_per_cpu), bytes);
+  }
   bool runs(Collective c) const { return (collectives >> static_cast<int>(c)) & 1u; }
   bool fits(Topology t) const { return (topologies >> static_cast<int>(t)) & 1u; }
   bool taken(Topology t) const { return (taken_on >> static_cast<int>(t)) & 1u; }

@@ -12,18 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/choice_log.h"
 #include "algorithms/shm_direct_internal.h"
 
 namespace cohort {
 namespace {
 
 using namespace shm_direct_internal;  // NOLINT: the helpers of every direct collective
-
-// note_way logs, with COHORT_DEBUG=info, which way this all_to_all went.
-void note_way(AlgoContext& c, const char* way) {
-  if (c.choices) c.choices->note_way(Collective::kAllToAll, way, c.what);
-}
 
 // split_mismatch names the first (sender, receiver) pair whose sizes
 // disagree in the tables of the ranks' slots (`half`, first chunk), or
@@ -152,10 +146,13 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
   if (a.post_clock().all_to_all_in_posts && !a.oversubscribed()) {
     bool done = false;
     Status st = post_all_to_all(c, a, outputs, inputs, &done);
-    if (st.ok() && done) note_way(c, "through the posts (blocks of one size that fit a post)");
+    if (st.ok() && done) {
+      note_way(c, Collective::kAllToAll, "through the posts (blocks of one size that fit a post)");
+    }
     if (!st.ok() || done) return st;
   } else if (a.post_clock().all_to_all_in_posts) {
-    note_way(c, "through the slots: its blocks fit the posts, but this host's ranks outnumber their CPUs");
+    note_way(c, Collective::kAllToAll,
+             "through the slots: its blocks fit the posts, but this host's ranks outnumber their CPUs");
   }
   const int p = a.local_size(), me = a.local_index();
   // A slot: a table (what this rank sends to each rank, then what it
@@ -244,7 +241,7 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
           uniform && mine.word <= shm::HostSlots::kPostBytes / static_cast<size_t>(p);
       if (uniform && offers) {
         copy_own(own_n, (mine.word & ~kOffersInPlace) - own_n);  // the rest of this rank's own block
-        note_way(c, "reading the others' buffers in place");
+        note_way(c, Collective::kAllToAll, "reading the others' buffers in place");
         return read_in_place(c, a, outputs, half, table);
       }
       if (uniform) {
@@ -277,7 +274,7 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
     }
     release(a, half, a.arrivals() + 1);
   }
-  note_way(c, "through the slots");
+  note_way(c, Collective::kAllToAll, "through the slots");
   return Status::ok_status();
 }
 

@@ -199,12 +199,19 @@ Status read_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int 
 }  // namespace
 
 Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
-  if (buf.bytes() <= shm::HostSlots::kPostBytes) return post_broadcast(c, a, buf, root);
+  if (buf.bytes() <= shm::HostSlots::kPostBytes) {
+    note_way(c, Collective::kBroadcast, "through the posts");
+    return post_broadcast(c, a, buf, root);
+  }
   const int me = a.local_index();
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
   auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
-  if (bytes < kBroadcastReadsBelow && reads_in_place(a, bytes)) return read_broadcast(c, a, buf, root, mine);
+  if (bytes < kBroadcastReadsBelow && reads_in_place(a, bytes)) {
+    note_way(c, Collective::kBroadcast, "reading the root's buffer in place");
+    return read_broadcast(c, a, buf, root, mine);
+  }
+  note_way(c, Collective::kBroadcast, "through the slots");
   for (size_t off = 0; off == 0 || off < bytes; off += a.slot_bytes()) {
     const size_t n = std::min(a.slot_bytes(), bytes - off);
     int half;
@@ -231,10 +238,14 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
   const int p = a.local_size(), me = a.local_index();
   size_t most = 0;
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
-  if (most <= shm::HostSlots::kPostBytes) return post_all_gather(c, a, input, outputs, most);
+  if (most <= shm::HostSlots::kPostBytes) {
+    note_way(c, Collective::kAllGather, "through the posts");
+    return post_all_gather(c, a, input, outputs, most);
+  }
   const auto* in = static_cast<const uint8_t*>(input.data);
   auto mine = op_stamp(c, Collective::kAllGather, -1, most);
   if (reads_in_place(a, most)) {
+    note_way(c, Collective::kAllGather, "reading the others' buffers in place");
     int half;
     Status st = begin_single_copy(c, a, mine, input.data, &half);
     if (!st.ok()) return st;
@@ -255,6 +266,9 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
   // through the slots.
   const shm::SymmetricRegistry::Place place =
       input.bytes() ? symmetric_place(a, input) : shm::SymmetricRegistry::Place{};
+  note_way(c, Collective::kAllGather,
+           place.id ? "through the slots, this rank's input read from its symmetric memory"
+                    : "through the slots");
   std::vector<char> in_place(static_cast<size_t>(p), 0);  // whose input the others read in place
   bool any_in_place = false;
   for (size_t off = 0; off == 0 || off < most; off += a.slot_bytes()) {
@@ -317,8 +331,13 @@ Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outpu
   const size_t post_limit =
       a.oversubscribed() ? kOversubscribedPostReduceScatterBytes : shm::HostSlots::kPostBytes;
   if (most * es * static_cast<size_t>(p) <= post_limit) {
+    note_way(c, Collective::kReduceScatter, "through the posts");
     return post_reduce_scatter(c, a, output, inputs, op, most);
   }
+  note_way(c, Collective::kReduceScatter,
+           most * es * static_cast<size_t>(p) <= shm::HostSlots::kPostBytes
+               ? "through the slots: its blocks fit the posts, but this host's ranks outnumber their CPUs"
+               : "through the slots");
   // Each chunk carries `per_block` elements of every other destination's
   // block (its own block's place stays empty).
   const size_t per_block = std::max<size_t>(1, a.slot_bytes() / (static_cast<size_t>(p) * es));

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 
+#include "algorithms/choice_log.h"
 #include "algorithms/shm_direct.h"
 #include "common/spin.h"
 
@@ -32,6 +33,13 @@ inline Status wait_until(AlgoContext& c, shm::HostSlots& a, int who, uint64_t ta
   // Often there is nothing to wait for: then no service is built.
   if (a.arrived(who, target)) return Status::ok_status();
   return wait_until_slow(c, a, who, target);
+}
+
+// note_way logs, with COHORT_DEBUG=info, which way a direct collective
+// went ("through the posts"), once per collective and way: the table
+// chose shm_direct, and these are its own choices.
+inline void note_way(AlgoContext& c, Collective collective, const char* way) {
+  if (c.choices) c.choices->note_way(collective, way, c.what);
 }
 
 // next_half picks the slot half of the next chunk and, for a rank about to

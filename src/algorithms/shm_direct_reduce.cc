@@ -203,6 +203,7 @@ Status reduce_chunks(AlgoContext& c, shm::HostSlots& a, std::vector<Piece> piece
   // still meet and find out.
   for (size_t off = 0; off == 0 || off < total; off += chunk) {
     const size_t n = std::min(chunk, total - off);
+    if (off == 0) note_way(c, root < 0 ? Collective::kAllReduce : Collective::kReduce, "through the slots");
     size_t lo, len;  // this rank's block of the chunk
     block_range(n, p, me, &lo, &len);
     int half;
@@ -237,6 +238,7 @@ Status reduce_chunks(AlgoContext& c, shm::HostSlots& a, std::vector<Piece> piece
         if (q != me) same = same && same_symmetric_places(a, q, half, pieces);
       }
       if (tables == p && same) {
+        note_way(c, Collective::kAllReduce, "straight from every rank's symmetric memory");
         return all_reduce_symmetric(c, a, pieces, total, dtype, op, post_scale, half);
       }
       if (tables > 0) {
@@ -377,7 +379,11 @@ Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, Redu
   // rank need not wait for a slot half that its peers may still be reading
   // (at 2 ranks, 4 KiB: 0.52-0.55 us against 0.58-0.60 through the slots;
   // 16 KiB: 3.25 against 4.11 through the slots in one step).
-  if (bytes > sizeof(uint64_t)) return post_all_reduce(c, a, buf, op, post_scale);
+  if (bytes > sizeof(uint64_t)) {
+    note_way(c, Collective::kAllReduce, "through the posts");
+    return post_all_reduce(c, a, buf, op, post_scale);
+  }
+  note_way(c, Collective::kAllReduce, "in the stamps (a word at most)");
   // Up to a word: the data travels in the stamp, on the line of the rank's
   // arrival count, so a peer gets count, stamp and data in one cache miss,
   // and no slot line changes hands.
@@ -408,7 +414,10 @@ Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, Redu
 }
 
 Status shm_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root, ReduceOp::Kind op) {
-  if (buf.bytes() <= shm::HostSlots::kPostBytes) return post_reduce(c, a, buf, root, op);
+  if (buf.bytes() <= shm::HostSlots::kPostBytes) {
+    note_way(c, Collective::kReduce, "through the posts");
+    return post_reduce(c, a, buf, root, op);
+  }
   return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, root, 1.0);
 }
 

@@ -31,6 +31,8 @@ class SubTransport : public Transport {
   bool peer_gone(int peer) const override { return parent_.peer_gone(outer(peer)); }
   // The lowest member on `rank`'s host, as the parent sees hosts.
   int host_of(int rank) const override;
+  // The parent's: the members' machines are no less crowded than the group.
+  double ranks_per_cpu() const override { return parent_.ranks_per_cpu(); }
   // The parent's lost peers that are members, renumbered.
   std::vector<int> lost_peers() const override;
   // bytes_to[q] for member q goes to the parent's rank of q; 0 for the rest.

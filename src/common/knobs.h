@@ -237,6 +237,21 @@ inline constexpr KnobSpec kCostTcpUs{
     0,
     1000000};
 
+inline constexpr KnobSpec kCostRanksPerCpu{
+    "COHORT_COST_RANKS_PER_CPU",
+    KnobType::kFloat,
+    "0",
+    "How many ranks the algorithm table takes each CPU to run, on the group's most crowded "
+    "machine (0: as counted when the group connects, from each rank's machine and CPU "
+    "affinity; 1: a CPU for every rank, as on a cluster). Above 1 every rank's work costs that "
+    "many times as much, so the table prefers fewer messages (cohort-info --algorithms "
+    "--ranks-per-cpu prints the result). Give every rank the same.",
+    nullptr,
+    false,
+    nullptr,
+    0,
+    100000};
+
 inline constexpr KnobSpec kDefaultTimeoutS{
     "COHORT_TIMEOUT_S",
     KnobType::kFloat,
@@ -474,6 +489,7 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kTcpSpinUs,
     &kAlgo,
     &kCostTcpUs,
+    &kCostRanksPerCpu,
     &kDefaultTimeoutS,
     &kMpiThread,
     &kMpiWait,

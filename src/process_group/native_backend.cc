@@ -62,11 +62,14 @@ Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, con
   const uint64_t generation = config_generation();
   if (generation != table_generation_) {
     table_generation_ = generation;
+    // How crowded the machines are: as counted when the group connected,
+    // unless COHORT_COST_RANKS_PER_CPU says.
+    const double told = config_float(knobs::kCostRanksPerCpu);
+    shape_.ranks_per_cpu = told > 0 ? told : transport_->ranks_per_cpu();
     table_ = AlgorithmTable::for_config(shape_);
     if (topology_ == Topology::kHosts) {
-      leaders_table_ = AlgorithmTable::for_config(GroupShape::between_hosts(shape_.hosts, 1), true);
-      columns_table_ =
-          AlgorithmTable::for_config(GroupShape::between_hosts(shape_.hosts, shape_.most_per_host), true);
+      leaders_table_ = AlgorithmTable::for_config(shape_.leaders(), true);
+      columns_table_ = AlgorithmTable::for_config(shape_.columns(), true);
     }
   }
   auto algorithm = table_.choose(collective, bytes);

@@ -3,6 +3,7 @@
 #include "common/config_registry.h"
 #include "transport/engine.h"
 #include "transport/link_kinds.h"
+#include "transport/rank_place.h"
 #include "transport/shm/link_kind.h"
 #include "transport/tcp/link_kind.h"
 
@@ -31,6 +32,7 @@ Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<i
   const std::vector<std::string> addresses = mesh.value().addresses;
   ConnectedLinks group;
   group.options.link_bytes_per_second = static_cast<uint64_t>(config_float(knobs::kLinkGbits) * 1e9 / 8);
+  group.options.ranks_per_cpu = ranks_per_cpu(mesh.value().places);
   // The kinds in the order they are tried: the host's peers are reached
   // through its shared memory alone, with no TCP connection between them
   // (at 128 ranks on a host, 8128 fewer).

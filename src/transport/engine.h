@@ -44,6 +44,9 @@ struct EngineOptions {
   // The host's network link rate in bytes a second (0: unknown), for
   // pace_by_share.
   uint64_t link_bytes_per_second = 0;
+  // ranks_per_cpu: the most ranks any machine of the group runs a CPU
+  // (rank_place.h), for the algorithm table.
+  double ranks_per_cpu = 1.0;
   // doorbell_fd wakes this rank for all its user-space links at once (the
   // shared-memory doorbell, shm/peer_signals.h); -1: none. Its bytes only
   // wake: the engine polls it while it sleeps and drains it. The links'
@@ -76,6 +79,7 @@ class Engine : public Transport {
   int host_of(int rank) const override {
     return host_of_.empty() ? rank : host_of_[static_cast<size_t>(rank)];
   }
+  double ranks_per_cpu() const override { return ranks_per_cpu_; }
   Status poll_health() override;
   bool peer_gone(int peer) const override { return !peers_[static_cast<size_t>(peer)].closed.ok(); }
   std::vector<int> lost_peers() const override;
@@ -228,6 +232,7 @@ class Engine : public Transport {
   std::vector<Peer> peers_;
   std::unique_ptr<Acceptor> acceptor_;
   std::vector<int> host_of_;
+  double ranks_per_cpu_;
   bool spin_bare_ = false;
   uint64_t link_bytes_per_second_ = 0;  // pace_by_share's; 0: unknown
   bool any_user_space_ = false;         // some link moves bytes without system calls

@@ -108,6 +108,11 @@ class Transport {
   // rank is its own host.
   virtual int host_of(int rank) const { return rank; }
 
+  // ranks_per_cpu: the most ranks any machine of the group runs per CPU
+  // they may use (1: each its own, or unknown), whatever memory they
+  // share; the algorithm table prices a crowded machine's work by it.
+  virtual double ranks_per_cpu() const { return 1.0; }
+
   // poll_health takes in what peers sent, without waiting, and returns the
   // error that ended this transport (a failure a peer reported, abort(),
   // ...); ok otherwise. A peer that only closed its connection is not an

@@ -175,20 +175,6 @@ TEST(OneHostPaths, SmallAllToAllSizesThatDoNotPairUpAfterThePostsAreADesync) {
   });
 }
 
-// run_ranks_on_one_cpu runs `world` ranks as threads that all share one
-// CPU, so that the host counts as oversubscribed: the rank threads inherit
-// this thread's affinity, which is given back afterwards, even when a check
-// fails.
-void run_ranks_on_one_cpu(int world, const std::function<void(ProcessGroup&)>& fn) {
-  const std::vector<int> all = affinity_of_this_thread();
-  ASSERT_TRUE(bind_this_thread({all.front()}));
-  struct Unpin {
-    const std::vector<int>& cpus;
-    ~Unpin() { bind_this_thread(cpus); }
-  } unpin{all};
-  run_ranks(world, fn);
-}
-
 // With both ranks on one CPU (the host oversubscribed), all_to_all still
 // reads in place (broadcast and all_gather keep to the slots there).
 TEST(OneHostPaths, AllToAllReadsInPlaceWhereRanksOutnumberCores) {
@@ -242,6 +228,54 @@ TEST(OneHostPaths, SmallAllToAllLogsWhyItKeptToTheSlotsWhereRanksOutnumberCores)
             2u)
       << log;
   EXPECT_EQ(times_in(log, "through the posts ("), 0u) << log;
+}
+
+// lines_with counts the lines of `log` that hold both `a` and `b`.
+size_t lines_with(const std::string& log, const std::string& a, const std::string& b) {
+  size_t n = 0;
+  for (size_t start = 0; start < log.size();) {
+    size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(start, end - start);
+    n += line.find(a) != std::string::npos && line.find(b) != std::string::npos ? 1 : 0;
+    start = end + 1;
+  }
+  return n;
+}
+
+// Every direct collective logs the way it went, once per way: small ones
+// through the posts (an all_reduce of a word in the stamps), large ones
+// through the slots (single copy off, so that no machine reads in place).
+// Each runs twice, and each rank of the two logs each way once.
+TEST(OneHostPaths, EachDirectCollectiveLogsTheWayItWentOncePerWay) {
+  set_config("COHORT_SHM_SINGLE_COPY_BYTES", "0");
+  set_config("COHORT_LOG_LEVEL", "warning");
+  set_config("COHORT_DEBUG", "info");
+  ::testing::internal::CaptureStderr();
+  run_ranks(2, [](ProcessGroup& g) {
+    for (const size_t n : {size_t{1}, size_t{100}, size_t{100}, size_t{300000}, size_t{300000}}) {
+      std::vector<float> v(n, 1.0f), gathered(2 * n), scattered(n);
+      g.all_reduce(Buffer::of(v));
+      ASSERT_EQ(v[n - 1], 2.0f) << n;
+      g.broadcast(Buffer::of(v));
+      g.reduce(Buffer::of(v));
+      const std::vector<Buffer> halves = {Buffer::of(gathered.data(), n), Buffer::of(gathered.data() + n, n)};
+      g.all_gather(halves, Buffer::of(v));
+      g.reduce_scatter(Buffer::of(scattered), halves);
+    }
+  });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  reset_config("COHORT_DEBUG");
+  reset_config("COHORT_LOG_LEVEL");
+  reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+  const std::string once = " (logged once for this way)";
+  EXPECT_EQ(lines_with(log, "] all_reduce #", "goes in the stamps (a word at most)" + once), 2u) << log;
+  for (const char* c :
+       {"] all_reduce #", "] broadcast #", "] reduce #", "] all_gather #", "] reduce_scatter #"}) {
+    EXPECT_EQ(lines_with(log, c, "goes through the posts" + once), 2u) << c << "\n" << log;
+    EXPECT_EQ(lines_with(log, c, "goes through the slots" + once), 2u) << c << "\n" << log;
+  }
+  EXPECT_EQ(times_in(log, "in place"), 0u) << log;
 }
 
 // A reduce_scatter on one host reduces each block in rank order, whichever

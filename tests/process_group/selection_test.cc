@@ -8,6 +8,7 @@
 #include "cohort/errors.h"
 #include "process_group/collective_checks.h"
 #include "process_group/thread_ranks.h"
+#include "support/messages.h"
 #include "transport/tcp/connect.h"
 
 namespace cohort::testing {
@@ -327,6 +328,85 @@ TEST(AlgorithmSelection, SmallBroadcastsAndReducesAtManyRanksTakeAKnomialTree) {
   CostModel slow = m;
   slow.message_s = slow.network.latency_s;
   EXPECT_NEAR(lower_bound(Collective::kBroadcast, big, slow, 4).seconds, 10 * m.network.latency_s / 2, 1e-7);
+}
+
+// A machine that runs several ranks a CPU makes each rank's work take that
+// many times as long, and each step at least that many times a step's own
+// work (the links' rates stay): 16 ranks on 2 cores (8 a CPU) take Bruck's all_to_all of small
+// blocks (about half of pairwise's time, as measured), where 16 ranks with
+// a CPU each keep pairwise; at 1 a CPU the model is unchanged.
+TEST(AlgorithmSelection, ACrowdedMachinePricesEachRanksWorkByItsShareOfACpu) {
+  reset_config("COHORT_ALGO");
+  const CostModel m = CostModel::from_config();
+  const CostModel one = m.on_crowded_machine(1);
+  EXPECT_EQ(one.message_s, m.message_s);
+  EXPECT_EQ(one.network.latency_s, m.network.latency_s);
+  EXPECT_EQ(one.network.bytes_per_s, m.network.bytes_per_s);
+  EXPECT_EQ(one.reduce_bytes_per_s, m.reduce_bytes_per_s);
+  const CostModel eight = m.on_crowded_machine(8);
+  EXPECT_DOUBLE_EQ(eight.message_s, 8 * std::max(m.message_s, m.crowded_message_s));
+  EXPECT_DOUBLE_EQ(eight.network.bytes_per_s, m.network.bytes_per_s);
+  EXPECT_DOUBLE_EQ(eight.copy_bytes_per_s, m.copy_bytes_per_s / 8);
+  EXPECT_DOUBLE_EQ(eight.network.latency_s, std::max(m.network.latency_s, 8 * m.crowded_step_s));
+  GroupShape sixteen = GroupShape::flat(16);
+  const AlgorithmTable roomy = AlgorithmTable::for_config(sixteen);
+  sixteen.ranks_per_cpu = 8;
+  const AlgorithmTable crowded = AlgorithmTable::for_config(sixteen);
+  EXPECT_NE(sixteen.describe().find("16 ranks, none sharing memory, 8 a CPU"), std::string::npos)
+      << sixteen.describe();
+  for (size_t block : {size_t{4}, size_t{32}, size_t{256}}) {
+    EXPECT_EQ(roomy.choose(Collective::kAllToAll, block).value(), Algorithm::kPairwise) << block;
+    EXPECT_EQ(crowded.choose(Collective::kAllToAll, block).value(), Algorithm::kBruck) << block;
+  }
+  // An entry's cost is priced in the crowded model: the same entry costs
+  // more where the machine is crowded, and Bruck's now less than pairwise.
+  const double bruck = registry_entry(Algorithm::kBruck).cost(Collective::kAllToAll, sixteen, m, 4);
+  EXPECT_GT(bruck, registry_entry(Algorithm::kBruck).cost(Collective::kAllToAll, GroupShape::flat(16), m, 4));
+  EXPECT_LT(bruck, registry_entry(Algorithm::kPairwise).cost(Collective::kAllToAll, sixteen, m, 4));
+}
+
+// The group counts its machines' crowding when it connects, from the
+// places the ranks publish with their addresses: six ranks as threads
+// bound to one CPU, over TCP, say "6 a CPU" and run Bruck's all_to_all;
+// told COHORT_COST_RANKS_PER_CPU=1 (a CPU each, as on a cluster), the same
+// ranks run pairwise. Both give every rank its blocks.
+std::string log_of_a_small_all_to_all_on_one_cpu() {
+  constexpr int kWorld = 6;
+  set_config("COHORT_LOG_LEVEL", "warning");
+  set_config("COHORT_DEBUG", "info");
+  ::testing::internal::CaptureStderr();
+  run_ranks_on_one_cpu(kWorld, [](ProcessGroup& g) {
+    std::vector<float> in(kWorld), out(kWorld, -1.0f);
+    for (int q = 0; q < kWorld; ++q) in[static_cast<size_t>(q)] = static_cast<float>(10 * g.rank() + q);
+    g.all_to_all_single(Buffer::of(out), Buffer::of(in));
+    for (int q = 0; q < kWorld; ++q) {
+      ASSERT_EQ(out[static_cast<size_t>(q)], static_cast<float>(10 * q + g.rank()));
+    }
+  });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  reset_config("COHORT_DEBUG");
+  reset_config("COHORT_LOG_LEVEL");
+  return log;
+}
+
+TEST(AlgorithmSelection, RanksThatShareOneCpuCountTheirCrowdingAndTakeFewerMessages) {
+  reset_config("COHORT_ALGO");
+  set_config("COHORT_SHM", "off");
+  const std::string crowded = log_of_a_small_all_to_all_on_one_cpu();
+  set_config("COHORT_COST_RANKS_PER_CPU", "1");
+  const std::string told = log_of_a_small_all_to_all_on_one_cpu();
+  reset_config("COHORT_COST_RANKS_PER_CPU");
+  reset_config("COHORT_SHM");
+  EXPECT_EQ(times_in(crowded,
+                     "all_to_all_single #1 of group test runs bruck: 4 bytes per rank, 6 ranks, none sharing "
+                     "memory, 6 a CPU (logged once"),
+            6u)
+      << crowded;
+  EXPECT_EQ(times_in(told,
+                     "all_to_all_single #1 of group test runs pairwise: 4 bytes per rank, 6 ranks, none sharing "
+                     "memory (logged once"),
+            6u)
+      << told;
 }
 
 // A hierarchical all_gather whose columns' override cannot run fails with

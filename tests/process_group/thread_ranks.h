@@ -16,6 +16,7 @@
 
 #include "cohort/distributed.h"
 #include "cohort/hash_store.h"
+#include "common/cpu_binding.h"
 
 namespace cohort::testing {
 
@@ -45,6 +46,21 @@ inline void run_ranks(int world_size, const std::function<void(ProcessGroup& gro
                       const std::string& backend = "cohort") {
   run_group_ranks(
       world_size, [&](const GroupPtr& group) { body(*group); }, timeout, backend);
+}
+
+// run_ranks_on_one_cpu runs `world` ranks as threads that all share one
+// CPU, so that their machine counts as crowded (the shared memory's host
+// as oversubscribed, the algorithm table's ranks_per_cpu as `world`): the
+// rank threads inherit this thread's affinity, which is given back
+// afterwards, even when a check fails.
+inline void run_ranks_on_one_cpu(int world, const std::function<void(ProcessGroup&)>& fn) {
+  const std::vector<int> all = affinity_of_this_thread();
+  ASSERT_TRUE(bind_this_thread({all.front()}));
+  struct Unpin {
+    const std::vector<int>& cpus;
+    ~Unpin() { bind_this_thread(cpus); }
+  } unpin{all};
+  run_ranks(world, fn);
 }
 
 }  // namespace cohort::testing

@@ -297,13 +297,20 @@ Result<Mesh> join_mesh(Store& store, int rank, int size, const std::string& addr
     return seat.status();
   }
   GroupCredentials credentials{seat.value(), config_string(knobs::kStoreToken), describe_this_process()};
-  store.set(addr_key(rank), to_bytes(mine));
+  // "<address>\n<place>": an address holds no newline.
+  store.set(addr_key(rank), to_bytes(mine + "\n" + this_rank_place()));
   auto addresses = wait_for_addresses(store, rank, keys, deadline, waited_from);
   if (!addresses.ok()) return addresses.status();
   Mesh mesh;
   mesh.sockets.resize(static_cast<size_t>(size));
   mesh.addresses.resize(static_cast<size_t>(size));
-  for (int q = 0; q < size; ++q) mesh.addresses[q] = to_string(addresses.value()[q]);
+  mesh.places.resize(static_cast<size_t>(size));
+  for (int q = 0; q < size; ++q) {
+    const std::string record = to_string(addresses.value()[q]);
+    const size_t newline = record.find('\n');
+    mesh.addresses[q] = record.substr(0, newline);
+    if (newline != std::string::npos) mesh.places[q] = parse_rank_place(record.substr(newline + 1));
+  }
   mesh.wanted.assign(static_cast<size_t>(size), true);
   mesh.wanted[static_cast<size_t>(rank)] = false;
   mesh.listener = std::move(listener.value());

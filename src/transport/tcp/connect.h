@@ -18,6 +18,7 @@
 #include "common/deadline.h"
 #include "common/socket.h"
 #include "transport/link.h"
+#include "transport/rank_place.h"
 #include "transport/tcp/hello.h"
 
 namespace cohort::tcp {
@@ -32,6 +33,9 @@ Result<std::string> local_address(const std::string& peer_host);
 struct Mesh {
   std::vector<Socket> sockets;         // eager: sockets[q] is connected to peer q
   std::vector<std::string> addresses;  // every rank's, as published
+  // places[q]: where rank q runs (rank_place.h), published with its
+  // address: one record a rank, so the places cost the join no round trip.
+  std::vector<RankPlace> places;
   // wanted[q]: q is reached over TCP (false for this rank and for peers
   // reached another way, such as this host's shared memory). Both ends of
   // a pair must agree: each rank computes it from what all published.

@@ -1,0 +1,50 @@
+#include "transport/rank_place.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "common/cpu_binding.h"
+
+namespace cohort {
+
+std::string this_rank_place() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  if (boot.empty() || boot.find(' ') != std::string::npos) boot = "?";
+  return boot + " " + cpu_list_text(affinity_of_this_thread());
+}
+
+RankPlace parse_rank_place(const std::string& text) {
+  RankPlace place;
+  const size_t space = text.find(' ');
+  if (space == std::string::npos) return place;
+  place.machine = text.substr(0, space);
+  if (place.machine == "?") place.machine.clear();
+  auto cpus = parse_cpu_list(text.substr(space + 1));
+  if (cpus.ok()) place.cpus = cpus.value();
+  return place;
+}
+
+double ranks_per_cpu(const std::vector<RankPlace>& places) {
+  struct Machine {
+    int ranks = 0;
+    std::set<int> cpus;
+  };
+  std::map<std::string, Machine> machines;
+  for (const RankPlace& p : places) {
+    if (p.machine.empty() || p.cpus.empty()) continue;
+    Machine& m = machines[p.machine];
+    ++m.ranks;
+    m.cpus.insert(p.cpus.begin(), p.cpus.end());
+  }
+  double most = 1.0;
+  for (const auto& [name, m] : machines) {
+    most = std::max(most, static_cast<double>(m.ranks) / static_cast<double>(m.cpus.size()));
+  }
+  return most;
+}
+
+}  // namespace cohort
