@@ -41,6 +41,7 @@ class ForwardingProbe final : public Transport {
   void interrupt(const Status& reason) override { interrupted = reason.message(); }
   std::string peer_name(int peer) const override { return "rank " + std::to_string(peer); }
   int host_of(int rank) const override { return rank < 3 ? 0 : 3; }
+  double ranks_per_cpu() const override { return 3.5; }
   Status poll_health() override { return Status(StatusCode::kNetworkError, "health of the parent"); }
   bool peer_gone(int peer) const override { return peer == 5; }
   std::vector<int> lost_peers() const override { return {0, 3, 5}; }
@@ -101,6 +102,10 @@ TEST_F(SubTransportForwarding, HostsAreNamedByTheirLowestMember) {
   EXPECT_EQ(view.host_of(1), 1);
   EXPECT_EQ(view.host_of(2), 1);
   EXPECT_EQ(view.host_of(3), 1);
+}
+
+TEST_F(SubTransportForwarding, TheMachinesCrowdingIsTheParents) {
+  EXPECT_EQ(view.ranks_per_cpu(), 3.5);
 }
 
 TEST_F(SubTransportForwarding, LostAndGonePeersAreTheMembersOnes) {
