@@ -30,9 +30,10 @@ Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<i
   auto mesh = tcp::join_mesh(store, rank, size, address, deadline);
   if (!mesh.ok()) return mesh.status();
   const std::vector<std::string> addresses = mesh.value().addresses;
+  const std::vector<RankPlace> places = mesh.value().places;
   ConnectedLinks group;
   group.options.link_bytes_per_second = static_cast<uint64_t>(config_float(knobs::kLinkGbits) * 1e9 / 8);
-  group.options.ranks_per_cpu = ranks_per_cpu(mesh.value().places);
+  group.options.ranks_per_cpu = ranks_per_cpu(places);
   // The kinds in the order they are tried: the host's peers are reached
   // through its shared memory alone, with no TCP connection between them
   // (at 128 ranks on a host, 8128 fewer).
@@ -41,7 +42,7 @@ Result<ConnectedLinks> connect_links(Store& store, int rank, const std::vector<i
   if (shared_memory) kinds.push_back(shm::shm_link_kind());
   const bool lazy = allow_lazy && config_string(knobs::kTcpConnect) == "lazy";
   kinds.push_back(tcp::tcp_link_kind(std::move(mesh.value()), lazy));
-  const GroupMeeting meeting{store, rank, global_ranks, addresses, deadline};
+  const GroupMeeting meeting{store, rank, global_ranks, addresses, places, deadline};
   Status connected = connect_by_kinds(meeting, kinds, group);
   if (!connected.ok()) return connected;
   return group;

@@ -14,6 +14,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "transport/connect_group.h"
+#include "transport/rank_place.h"
 
 namespace cohort {
 
@@ -26,6 +27,7 @@ struct GroupMeeting {
   int rank;
   const std::vector<int>& global_ranks;
   const std::vector<std::string>& addresses;
+  const std::vector<RankPlace>& places;  // published with the addresses (rank_place.h)
   Deadline deadline;
   int size() const { return static_cast<int>(global_ranks.size()); }
   // peer_name: "rank 3 (10.0.0.3:4711)", as errors and logs name a peer.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/cpu_binding.h"
+#include "transport/shm/host_identity.h"
 
 namespace cohort {
 
@@ -14,7 +15,8 @@ std::string this_rank_place() {
   std::string boot;
   std::getline(in, boot);
   if (boot.empty() || boot.find(' ') != std::string::npos) boot = "?";
-  return boot + " " + cpu_list_text(affinity_of_this_thread());
+  const std::string cpus = cpu_list_text(affinity_of_this_thread());
+  return boot + " " + (cpus.empty() ? "?" : cpus) + " " + shm::host_identity();
 }
 
 RankPlace parse_rank_place(const std::string& text) {
@@ -23,8 +25,10 @@ RankPlace parse_rank_place(const std::string& text) {
   if (space == std::string::npos) return place;
   place.machine = text.substr(0, space);
   if (place.machine == "?") place.machine.clear();
-  auto cpus = parse_cpu_list(text.substr(space + 1));
+  const size_t second = text.find(' ', space + 1);
+  auto cpus = parse_cpu_list(text.substr(space + 1, second == std::string::npos ? second : second - space - 1));
   if (cpus.ok()) place.cpus = cpus.value();
+  if (second != std::string::npos) place.host = text.substr(second + 1);
   return place;
 }
 

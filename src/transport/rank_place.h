@@ -1,5 +1,7 @@
-// rank_place.h: where a rank runs, as far as the algorithm table must
-// know it: the machine (its kernel) and the CPUs the rank may run on.
+// rank_place.h: where a rank runs, as far as the group must know it: the
+// machine (its kernel) and the CPUs the rank may run on, for the algorithm
+// table, and the host whose memory it may share (shm/host_identity.h), for
+// the shared-memory link kind.
 //
 // Ranks that share a machine share its CPUs even when they share no memory
 // (COHORT_SHM=off, other containers or network namespaces of one kernel):
@@ -7,7 +9,8 @@
 // table that priced each rank with a core of its own chose P-1 messages a
 // rank where four steps were twice as fast (issue 48). Each rank publishes
 // its place with its address (tcp/connect.cc), so every rank reads the
-// same places and computes the same crowding.
+// same places, computes the same crowding and finds the same hosts, and
+// the join needs no exchange of its own for them.
 #pragma once
 
 #include <string>
@@ -18,10 +21,11 @@ namespace cohort {
 struct RankPlace {
   std::string machine;    // the kernel's boot id: one per machine, whatever the namespaces
   std::vector<int> cpus;  // the CPUs this rank may run on (its affinity when it joined)
+  std::string host;       // shm::host_identity(): equal exactly where memory can be shared
 };
 
 // this_rank_place: the calling thread's, as text for the address record:
-// "<boot id> <cpu list>" ("1b2c... 0-3").
+// "<boot id> <cpu list> <host identity>" ("1b2c... 0-3 boot=1b2c... shm=...").
 std::string this_rank_place();
 // parse_rank_place reads that text; a missing or unreadable part is left
 // empty (a rank of unknown place crowds nobody).

@@ -1,44 +1,29 @@
 #include "transport/shm/connect.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "cohort/errors.h"
 #include "common/config_registry.h"
 #include "common/logging.h"
-#include "transport/shm/host_identity.h"
 
 namespace cohort::shm {
 
-Result<std::vector<int>> host_leaders(Store& store, int rank, const std::vector<int>& global_ranks,
-                                      Deadline deadline) {
+std::vector<int> host_leaders(const std::vector<RankPlace>& places, const std::vector<int>& global_ranks) {
   const int size = static_cast<int>(global_ranks.size());
-  std::string mine = host_identity();
   const int64_t per_host = config_int(knobs::kShmRanksPerHost);
-  auto identity_of = [&](int group_rank) {
-    if (per_host <= 0) return std::string();
-    return " pretend-host=" + std::to_string(global_ranks[static_cast<size_t>(group_rank)] / per_host);
-  };
-  std::vector<std::string> keys;
-  for (int q = 0; q < size; ++q) keys.push_back("shm/host/" + std::to_string(q));
-  std::vector<Bytes> identities;
-  try {
-    store.set(keys[static_cast<size_t>(rank)], to_bytes(mine + identity_of(rank)));
-    store.wait(keys, deadline.as_timeout());
-    identities = store.multi_get(keys);
-  } catch (const TimeoutError& e) {
-    return timeout_error(std::string("exchanging host identities: ") + e.what());
-  } catch (const Error& e) {
-    return Status(StatusCode::kStoreError, std::string("exchanging host identities: ") + e.what());
-  }
+  // A rank whose host is unknown (an empty identity) shares with nobody.
+  std::map<std::string, int> first_on;
   std::vector<int> leader(static_cast<size_t>(size));
   for (int q = 0; q < size; ++q) {
-    leader[static_cast<size_t>(q)] = q;
-    for (int first = 0; first < q; ++first) {
-      if (identities[static_cast<size_t>(first)] == identities[static_cast<size_t>(q)]) {
-        leader[static_cast<size_t>(q)] = first;
-        break;
-      }
+    std::string host = places[static_cast<size_t>(q)].host;
+    if (host.empty()) {
+      leader[static_cast<size_t>(q)] = q;
+      continue;
     }
+    if (per_host > 0) host += " pretend-host=" + std::to_string(global_ranks[static_cast<size_t>(q)] / per_host);
+    leader[static_cast<size_t>(q)] = first_on.emplace(host, q).first->second;
   }
   return leader;
 }

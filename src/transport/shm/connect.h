@@ -8,17 +8,17 @@
 #include "cohort/store.h"
 #include "common/deadline.h"
 #include "common/status.h"
+#include "transport/rank_place.h"
 #include "transport/shm/arena.h"
 
 namespace cohort::shm {
 
-// same_host_ranks publishes this rank's host identity under
-// "shm/host/<rank>" of the group's `store`, waits for every rank's, and
-// returns, for every group rank, the lowest group rank on its host.
-// COHORT_SHM_RANKS_PER_HOST > 0 splits one machine into pretend hosts of
-// that many consecutive global ranks (tests of the mixed paths).
-Result<std::vector<int>> host_leaders(Store& store, int rank, const std::vector<int>& global_ranks,
-                                      Deadline deadline);
+// host_leaders returns, for every group rank, the lowest group rank on
+// its host, from the host identities the ranks published with their
+// addresses (places[q].host; rank_place.h). COHORT_SHM_RANKS_PER_HOST > 0
+// splits one machine into pretend hosts of that many consecutive global
+// ranks (tests of the mixed paths).
+std::vector<int> host_leaders(const std::vector<RankPlace>& places, const std::vector<int>& global_ranks);
 
 // connect_host builds the shared memory of this rank's host for the
 // group ranks whose leader (host_leaders) is this rank's: null when no

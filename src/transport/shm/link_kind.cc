@@ -10,13 +10,12 @@ class ShmLinkKind : public LinkKind {
  public:
   const char* name() const override { return "shared memory"; }
 
-  // The host's identities, then its arena (null when no other rank of the
+  // The hosts, from the identities the ranks published with their
+  // addresses, then this host's arena (null when no other rank of the
   // group is here, or when every rank here failed to make it).
   Status set_up(const GroupMeeting& meeting, ConnectedLinks& group) override {
-    auto leaders = host_leaders(meeting.store, meeting.rank, meeting.global_ranks, meeting.deadline);
-    if (!leaders.ok()) return leaders.status();
-    group.options.host_of = leaders.value();
-    auto arena = connect_host(meeting.store, meeting.rank, leaders.value(), meeting.deadline);
+    group.options.host_of = host_leaders(meeting.places, meeting.global_ranks);
+    auto arena = connect_host(meeting.store, meeting.rank, group.options.host_of, meeting.deadline);
     if (!arena.ok()) return arena.status();
     arena_ = arena.value();
     group.arena = arena_;
