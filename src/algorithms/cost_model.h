@@ -101,8 +101,8 @@ struct CostModel {
   // rank's step in turn. The links' rates stay: divided too, they priced
   // bytes far above what they cost at 16 ranks on 2 cores, and put the
   // halving-doubling all_reduce (half the bytes of recursive doubling in
-  // twice the steps) ahead from 16 KiB, where it was 1.4x slower up to
-  // 32 KiB. At 16 ranks on 2 cores the model prices Bruck's all_to_all of
+  // twice the steps) ahead from 16 KiB, where it was 1.45x slower (1428
+  // against 984 us). At 16 ranks on 2 cores the model prices Bruck's all_to_all of
   // 4 B at 300 us and pairwise's at 555, as measured (300 and 563:
   // docs/performance.md); at 1 it is this model unchanged.
   CostModel on_crowded_machine(double ranks_per_cpu) const;
