@@ -1,7 +1,6 @@
 #include "transport/rank_place.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
 
@@ -11,12 +10,8 @@
 namespace cohort {
 
 std::string this_rank_place() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string boot;
-  std::getline(in, boot);
-  if (boot.empty() || boot.find(' ') != std::string::npos) boot = "?";
   const std::string cpus = cpu_list_text(affinity_of_this_thread());
-  return boot + " " + (cpus.empty() ? "?" : cpus) + " " + shm::host_identity();
+  return shm::boot_id() + " " + (cpus.empty() ? "?" : cpus) + " " + shm::host_identity();
 }
 
 RankPlace parse_rank_place(const std::string& text) {
@@ -26,7 +21,8 @@ RankPlace parse_rank_place(const std::string& text) {
   place.machine = text.substr(0, space);
   if (place.machine == "?") place.machine.clear();
   const size_t second = text.find(' ', space + 1);
-  auto cpus = parse_cpu_list(text.substr(space + 1, second == std::string::npos ? second : second - space - 1));
+  const size_t cpus_end = second == std::string::npos ? text.size() : second;
+  auto cpus = parse_cpu_list(text.substr(space + 1, cpus_end - space - 1));
   if (cpus.ok()) place.cpus = cpus.value();
   if (second != std::string::npos) place.host = text.substr(second + 1);
   return place;

@@ -22,7 +22,9 @@ std::vector<int> host_leaders(const std::vector<RankPlace>& places, const std::v
       leader[static_cast<size_t>(q)] = q;
       continue;
     }
-    if (per_host > 0) host += " pretend-host=" + std::to_string(global_ranks[static_cast<size_t>(q)] / per_host);
+    if (per_host > 0) {
+      host += " pretend-host=" + std::to_string(global_ranks[static_cast<size_t>(q)] / per_host);
+    }
     leader[static_cast<size_t>(q)] = first_on.emplace(host, q).first->second;
   }
   return leader;

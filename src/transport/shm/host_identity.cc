@@ -31,8 +31,13 @@ std::string shm_directory() {
 
 }  // namespace
 
+std::string boot_id() {
+  const std::string boot = first_line("/proc/sys/kernel/random/boot_id");
+  return boot.empty() || boot.find(' ') != std::string::npos ? "?" : boot;
+}
+
 std::string host_identity() {
-  return "boot=" + first_line("/proc/sys/kernel/random/boot_id") + " shm=" + shm_directory() +
+  return "boot=" + boot_id() + " shm=" + shm_directory() +
          " pid=" + inode("/proc/self/ns/pid");
 }
 

@@ -20,5 +20,8 @@ namespace cohort::shm {
 // host_identity is a string equal for two processes exactly when they may
 // share memory segments by name.
 std::string host_identity();
+// boot_id is the kernel's boot id ("?" when unreadable): one per machine,
+// whatever the namespaces (rank_place.h counts a machine's CPUs by it).
+std::string boot_id();
 
 }  // namespace cohort::shm
