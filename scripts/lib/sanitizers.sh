@@ -61,6 +61,13 @@ run_sanitizer_tree() {
   # two and ranks that fold in and out); from 6 ranks on only in build/:
   # the same code paths, at 6.3 minutes of the ASan run for all 150 cases.
   exclude+='|AlgorithmMatrix[.]Check/[a-z_]*_P([6-9]|1[0-9])( |$)'
+  # The columns matrix (hierarchical collectives over pretend hosts) at 10
+  # and 12 ranks runs only in build/: 2 and 3 hosts of 5 or 6, the same
+  # even layouts as at 4 and 6 ranks with longer columns: 14 cases of
+  # 7-61 s, 464 s of test time, about 4 minutes of the ASan run at -j2
+  # (2026-12-07). The uneven layouts (7 ranks: hosts of 4 and 3; 9: three
+  # of 3), where a column's buffers end at odd offsets, stay.
+  exclude+='|ColumnsMatrix[.]Check/[a-z_]*_P1[0-9]_[0-9]+_a_host'
   # Also left out under TSan, which looks for races between the ranks'
   # threads: DesyncTest's pass over the whole matrix (the fingerprint
   # exchange's threads are the same in its smaller tests); the product at
