@@ -306,7 +306,8 @@ inline constexpr KnobSpec kShmRingBytes{
     "Bytes of the shared-memory ring that carries messages from one rank to another on its host "
     "(rounded up to a power of two). A host has one a direction of each pair of its ranks: past "
     "16 ranks each gets at most its share of 256 MiB (at least 16 KiB), so that the arena grows "
-    "as little as it can with the square of the ranks.",
+    "as little as it can with the square of the ranks. Where /dev/shm has no room for the arena, "
+    "the rings halve (to 16 KiB), then the slots (to 64 KiB), until it takes at most half the room.",
     nullptr,
     false,
     nullptr,

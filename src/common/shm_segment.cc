@@ -52,16 +52,23 @@ uint64_t promised_bytes() {
   return promised;
 }
 
-// room_problem says why /dev/shm cannot hold a new segment of `bytes`
-// (not sized yet, so not among the promised bytes), or "" when it can. A
-// tmpfs without a size limit (size=0) reports no blocks at all: no limit
-// to check.
-std::string room_problem(int fd, size_t bytes) {
+// room_in reads the room of the file system `fd` is on (a file in
+// /dev/shm, or the directory): free bytes and what the segments there may
+// still take; false for a tmpfs without a size limit (size=0 reports no
+// blocks at all) or one that cannot be read.
+bool room_in(int fd, uint64_t* free_bytes, uint64_t* promised) {
   struct statvfs room {};
-  if (::fstatvfs(fd, &room) != 0 || room.f_blocks == 0) return "";
-  const uint64_t free_bytes = static_cast<uint64_t>(room.f_bavail) * room.f_frsize;
-  const uint64_t promised = promised_bytes();
-  if (promised + bytes <= free_bytes) return "";
+  if (::fstatvfs(fd, &room) != 0 || room.f_blocks == 0) return false;
+  *free_bytes = static_cast<uint64_t>(room.f_bavail) * room.f_frsize;
+  *promised = promised_bytes();
+  return true;
+}
+
+// room_problem says why /dev/shm cannot hold a new segment of `bytes`
+// (not sized yet, so not among the promised bytes), or "" when it can.
+std::string room_problem(int fd, size_t bytes) {
+  uint64_t free_bytes = 0, promised = 0;
+  if (!room_in(fd, &free_bytes, &promised) || promised + bytes <= free_bytes) return "";
   return "needs " + std::to_string(bytes) + " bytes, but /dev/shm has " + std::to_string(free_bytes) +
          " free and the segments there may still take " + std::to_string(promised) +
          " (make /dev/shm larger, or set COHORT_SHM_RING_BYTES lower)";
@@ -151,7 +158,9 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, size_t bytes) {
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return shm_error("opening", name);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+  const bool stated = ::fstat(fd, &st) == 0;
+  if (stated && bytes == 0) bytes = static_cast<size_t>(st.st_size);
+  if (!stated || static_cast<size_t>(st.st_size) != bytes || bytes == 0) {
     ::close(fd);
     return Status(StatusCode::kBackendError, "shared-memory segment /dev/shm" + name + " is " +
                                                  std::to_string(st.st_size) + " bytes, expected " +
@@ -173,6 +182,16 @@ void ShmSegment::unlink() {
                          << std::strerror(errno);
   }
   linked_ = false;
+}
+
+uint64_t shm_room_bytes() {
+  const int fd = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return UINT64_MAX;
+  uint64_t free_bytes = 0, promised = 0;
+  const bool limited = room_in(fd, &free_bytes, &promised);
+  ::close(fd);
+  if (!limited) return UINT64_MAX;
+  return free_bytes > promised ? free_bytes - promised : 0;
 }
 
 std::vector<std::string> live_segment_names() {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ class ShmSegment {
 
   // create makes a new segment of `bytes` (zero-filled) under a fresh name.
   static Result<ShmSegment> create(size_t bytes);
-  // open maps an existing segment by name; it must be exactly `bytes` long.
+  // open maps an existing segment by name; it must be exactly `bytes` long
+  // (0: whatever its creator made it).
   static Result<ShmSegment> open(const std::string& name, size_t bytes);
 
   // unlink removes the name; the mapping stays. Idempotent; a name already
@@ -52,6 +54,12 @@ class ShmSegment {
 // doorbells named after them (transport/shm/peer_signals.h) that a crash
 // during set-up left; returns how many.
 int remove_stale_segments();
+
+// shm_room_bytes is how large a segment /dev/shm can take now: what is
+// free there less what the segments already there may still take (their
+// unwritten pages); UINT64_MAX where /dev/shm has no size limit (or none
+// can be read). create() refuses a segment larger than this.
+uint64_t shm_room_bytes();
 
 // live_segment_names lists this user's segment names now in /dev/shm,
 // doorbells included (for tests and cohort-info).

@@ -1,5 +1,6 @@
 #include "transport/shm/arena.h"
 
+#include "transport/shm/arena_fit.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/shared_segment.h"
 #include "transport/shm/kernel_copy.h"
@@ -31,12 +32,6 @@ namespace cohort::shm {
 
 namespace {
 
-constexpr size_t kPage = 4096;
-
-size_t round_up(size_t n, size_t to) {
-  return (n + to - 1) / to * to;
-}
-
 size_t power_of_two_at_least(size_t n) {
   size_t p = 4096;
   while (p < n) p *= 2;
@@ -49,11 +44,10 @@ size_t power_of_two_at_least(size_t n) {
 // from cohortrun's start to the workers' exit, 0.8 s with 16 KiB rings).
 // One-host collectives go through the slots, not the rings.
 constexpr size_t kRingsBudgetBytes = size_t{256} << 20;
-constexpr size_t kSmallestSharedRing = size_t{16} << 10;
 
 size_t ring_bytes_for(size_t asked, size_t local_ranks) {
   const size_t ring = power_of_two_at_least(asked);
-  size_t share = kSmallestSharedRing;
+  size_t share = kSmallestRingBytes;
   while (share * 2 * local_ranks * local_ranks <= kRingsBudgetBytes) share *= 2;
   return std::min(ring, share);
 }
@@ -74,26 +68,35 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
     if (local_ranks[i] == rank) a->me_ = static_cast<int>(i);
   }
   const size_t l = local_ranks.size();
-  a->ring_bytes_ =
-      ring_bytes_for(static_cast<size_t>(std::max<int64_t>(1, config_int(knobs::kShmRingBytes))), l);
-  a->slot_bytes_ =
-      round_up(static_cast<size_t>(std::max<int64_t>(4096, config_int(knobs::kShmSlotBytes))), kPage);
-  a->controls_at_ = round_up(sizeof(ArenaHeader), kPage);
-  a->ring_controls_at_ = a->controls_at_ + round_up(l * sizeof(RankControl), kPage);
-  a->rings_at_ = a->ring_controls_at_ + round_up(l * l * sizeof(RingControl), kPage);
-  a->slots_at_ = a->rings_at_ + l * l * a->ring_bytes_;
-  a->posts_at_ = a->slots_at_ + l * 2 * a->slot_bytes_;
-  const size_t total = a->posts_at_ + l * kPosts * sizeof(PostCell);
+  const int leader = local_ranks.front();
+  // The leader sizes the rings and slots to the room /dev/shm has, and the
+  // others read its sizes from the header (they may see another room).
+  ArenaLayout layout;
+  if (rank == leader) {
+    const ArenaSizes asked{
+        ring_bytes_for(static_cast<size_t>(std::max<int64_t>(1, config_int(knobs::kShmRingBytes))), l),
+        whole_pages(static_cast<size_t>(std::max<int64_t>(4096, config_int(knobs::kShmSlotBytes))))};
+    const uint64_t room = shm_room_bytes();
+    layout = arena_layout(l, fit_arena(l, asked, room));
+    if (layout.sizes.ring_bytes != asked.ring_bytes || layout.sizes.slot_bytes != asked.slot_bytes) {
+      COHORT_LOG(kWarning) << "rank " << rank << ": /dev/shm has room for " << room << " bytes, and the "
+                           << "shared-memory arena of this host's " << l << " ranks would take "
+                           << arena_layout(l, asked).total << ": its rings are " << layout.sizes.ring_bytes
+                           << " bytes (asked " << asked.ring_bytes << ") and its slots " << layout.sizes.slot_bytes
+                           << " (asked " << asked.slot_bytes << "), so large messages within the host take "
+                           << "more turns (make /dev/shm larger, as docker run --shm-size does, for full speed)";
+    }
+    a->lay_out(layout);
+  }
   a->spin_us_ = std::max<int64_t>(0, config_int(knobs::kShmSpinUs));
   // Until the ranks have said which CPUs they may use (share_host_facts).
   a->oversubscribed_ = l > std::max(1u, std::thread::hardware_concurrency());
 
-  const int leader = local_ranks.front();
   SegmentPlan plan;
   plan.key = key_of("arena", leader) + "/";
   plan.ranks = local_ranks;
   plan.me = rank;
-  plan.bytes = total;
+  plan.bytes = rank == leader ? layout.total : 0;  // 0: as the leader made it
   plan.what = "the shared-memory arena";
   plan.initialise = [&](ShmSegment& segment) {
     auto* h = new (segment.data()) ArenaHeader();
@@ -109,6 +112,14 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
       return Status(StatusCode::kBackendError,
                     "shared-memory segment " + segment.name() + " is not initialised");
     }
+    const ArenaLayout made = arena_layout(l, {h->ring_bytes, h->slot_bytes});
+    if (h->local_size != l || made.total != segment.size()) {
+      return Status(StatusCode::kBackendError, "shared-memory segment " + segment.name() + " holds an arena of " +
+                                                   std::to_string(h->local_size) + " ranks in " +
+                                                   std::to_string(segment.size()) + " bytes; this rank expected " +
+                                                   std::to_string(l) + " ranks in " + std::to_string(made.total));
+    }
+    a->lay_out(made);
     // Before this rank says it succeeded: the others read these once all
     // did (the single-copy probe, the liveness checks).
     a->base_ = static_cast<uint8_t*>(segment.data());
@@ -201,6 +212,16 @@ bool Arena::share_host_facts(Store& store, const std::string& key, const Status&
                       << " only: waits on shared memory yield the CPU from the start";
   }
   return all_watch;
+}
+
+void Arena::lay_out(const ArenaLayout& layout) {
+  ring_bytes_ = layout.sizes.ring_bytes;
+  slot_bytes_ = layout.sizes.slot_bytes;
+  controls_at_ = layout.controls_at;
+  ring_controls_at_ = layout.ring_controls_at;
+  rings_at_ = layout.rings_at;
+  slots_at_ = layout.slots_at;
+  posts_at_ = layout.posts_at;
 }
 
 Ring Arena::ring(int from, int to) const {

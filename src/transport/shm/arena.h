@@ -23,6 +23,7 @@
 #include "common/deadline.h"
 #include "common/shm_segment.h"
 #include "common/status.h"
+#include "transport/shm/arena_fit.h"
 #include "transport/shm/host_slots.h"
 #include "transport/shm/peer_signals.h"
 #include "transport/shm/ring.h"
@@ -55,6 +56,8 @@ class Arena : public HostSlots {
   // whether every rank wakes and watches its peers.
   bool share_host_facts(Store& store, const std::string& key, const Status& watching,
                         std::chrono::milliseconds timeout);
+  // lay_out takes the sizes and offsets of the segment's parts.
+  void lay_out(const ArenaLayout& layout);
 
   ShmSegment segment_;
   PeerSignals signals_;

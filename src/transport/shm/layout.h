@@ -1,5 +1,5 @@
 // layout.h (shm): how an arena's segment begins: a header, then one
-// control block per local rank. Private to arena.cc and host_slots.cc.
+// control block per local rank. Private to arena.cc, arena_fit.cc and host_slots.cc.
 #pragma once
 
 #include <atomic>
