@@ -28,6 +28,16 @@ RankPlace parse_rank_place(const std::string& text) {
   return place;
 }
 
+std::vector<int> cpus_of_ranks(const std::vector<RankPlace>& places, const std::vector<int>& ranks) {
+  std::set<int> usable;
+  for (int q : ranks) {
+    if (q < 0 || static_cast<size_t>(q) >= places.size() || places[static_cast<size_t>(q)].cpus.empty()) return {};
+    const std::vector<int>& cpus = places[static_cast<size_t>(q)].cpus;
+    usable.insert(cpus.begin(), cpus.end());
+  }
+  return {usable.begin(), usable.end()};
+}
+
 double ranks_per_cpu(const std::vector<RankPlace>& places) {
   struct Machine {
     int ranks = 0;

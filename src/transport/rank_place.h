@@ -37,4 +37,11 @@ RankPlace parse_rank_place(const std::string& text);
 // is known.
 double ranks_per_cpu(const std::vector<RankPlace>& places);
 
+// cpus_of_ranks: the CPUs `ranks` (indices into places) may use between
+// them, the union of their published affinities, ascending; empty where a
+// rank's are unknown. Ranks that outnumber theirs (taskset -c 0 for two of
+// them; not two ranks bound to a core each) take turns on a CPU, so their
+// waits on each other must yield it from the start.
+std::vector<int> cpus_of_ranks(const std::vector<RankPlace>& places, const std::vector<int>& ranks);
+
 }  // namespace cohort

@@ -70,5 +70,18 @@ TEST(RankPlace, HostsAreTheRanksThatPublishedOneIdentity) {
   reset_config("COHORT_SHM_RANKS_PER_HOST");
 }
 
+// A host's ranks outnumber their CPUs by the union of their published
+// affinities: two on CPU 0 do, two bound to CPUs 0 and 1 do not; a rank of
+// unknown CPUs makes the union unknown.
+TEST(RankPlace, TheCpusOfAHostsRanksAreTheUnionOfTheirAffinities) {
+  auto bound = [](std::vector<int> cpus) { return RankPlace{"m", std::move(cpus), "h"}; };
+  const std::vector<RankPlace> places = {bound({0}), bound({0}), bound({1}), bound({2, 3}), bound({})};
+  EXPECT_EQ(cpus_of_ranks(places, {0, 1}), (std::vector<int>{0}));
+  EXPECT_EQ(cpus_of_ranks(places, {0, 2}), (std::vector<int>{0, 1}));
+  EXPECT_EQ(cpus_of_ranks(places, {3, 2, 0}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(cpus_of_ranks(places, {0, 4}).empty()) << "rank 4's CPUs are unknown";
+  EXPECT_TRUE(cpus_of_ranks(places, {0, 7}).empty()) << "rank 7 has no place";
+}
+
 }  // namespace
 }  // namespace cohort::testing

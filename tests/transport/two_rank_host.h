@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cohort/hash_store.h"
+#include "common/cpu_binding.h"
 #include "transport/shm/arena.h"
 
 namespace cohort {
@@ -18,8 +19,11 @@ inline Status map_two_rank_arena(std::shared_ptr<shm::Arena> arenas[2]) {
   HashStore store;
   const std::vector<int> ranks{0, 1};
   const Deadline deadline = Deadline::after(std::chrono::milliseconds(20000));
-  auto second = std::async(std::launch::async, [&] { return shm::Arena::set_up(store, 1, ranks, deadline); });
-  auto first = shm::Arena::set_up(store, 0, ranks, deadline);
+  // Both threads may run on this thread's CPUs: one of them, and they take turns.
+  const bool outnumbered = ranks.size() > affinity_of_this_thread().size();
+  auto second =
+      std::async(std::launch::async, [&] { return shm::Arena::set_up(store, 1, ranks, outnumbered, deadline); });
+  auto first = shm::Arena::set_up(store, 0, ranks, outnumbered, deadline);
   auto other = second.get();
   for (const Status& st : {first.status(), other.status()}) {
     if (!st.ok()) return st;

@@ -19,12 +19,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
-#include <set>
-#include <thread>
 
 #include "cohort/errors.h"
 #include "common/config_registry.h"
-#include "common/cpu_binding.h"
 #include "common/logging.h"
 #include "common/spin.h"
 
@@ -61,7 +58,7 @@ std::string key_of(const char* what, int leader) {
 Arena::~Arena() = default;
 
 Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::vector<int>& local_ranks,
-                                             Deadline deadline) {
+                                             bool outnumbered, Deadline deadline) {
   std::unique_ptr<Arena> a(new Arena());
   a->local_ranks_ = local_ranks;
   for (size_t i = 0; i < local_ranks.size(); ++i) {
@@ -89,8 +86,7 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
     a->lay_out(layout);
   }
   a->spin_us_ = std::max<int64_t>(0, config_int(knobs::kShmSpinUs));
-  // Until the ranks have said which CPUs they may use (share_host_facts).
-  a->oversubscribed_ = l > std::max(1u, std::thread::hardware_concurrency());
+  a->oversubscribed_ = outnumbered;
 
   SegmentPlan plan;
   plan.key = key_of("arena", leader) + "/";
@@ -159,11 +155,7 @@ Result<std::unique_ptr<Arena>> Arena::set_up(Store& store, int rank, const std::
 bool Arena::share_host_facts(Store& store, const std::string& key, const Status& watching,
                              std::chrono::milliseconds timeout) {
   // Every rank tries to read a word from every other one; single copy is
-  // used only if all of them could (seccomp or Yama may forbid it). The
-  // same message carries the CPUs the rank may run on: the host is
-  // oversubscribed when its ranks together may use fewer CPUs than there
-  // are ranks (taskset -c 0 for two of them is, two ranks bound to a core
-  // each are not), and then waits must yield the CPU from the start.
+  // used only if all of them could (seccomp or Yama may forbid it).
   const int64_t from = config_int(knobs::kShmSingleCopyBytes);
   single_copy_from_ = from > 0 ? static_cast<size_t>(from) : kAutoSingleCopyFrom;
   bool can = from != 0;
@@ -187,29 +179,18 @@ bool Arena::share_host_facts(Store& store, const std::string& key, const Status&
                       << "): shared-memory slots only (COHORT_SHM_SINGLE_COPY_BYTES forces single copy)";
     can = false;
   }
-  // "<single copy><wakes and watches its peers> <cpus>": "11 0-3".
+  // "<single copy><wakes and watches its peers>": "11".
   store.set(key + "/" + std::to_string(local_ranks_[static_cast<size_t>(me_)]),
-            to_bytes(std::string(can ? "1" : "0") + (watching.ok() ? "1" : "0") + " " +
-                     cpu_list_text(affinity_of_this_thread())));
+            to_bytes(std::string(can ? "1" : "0") + (watching.ok() ? "1" : "0")));
   std::vector<std::string> keys;
   for (int q : local_ranks_) keys.push_back(key + "/" + std::to_string(q));
   store.wait(keys, timeout);
   single_copy_ = true;
   bool all_watch = true;
-  std::set<int> usable;
   for (const Bytes& b : store.multi_get(keys)) {
     const std::string said = to_string(b);
     single_copy_ = single_copy_ && said.compare(0, 1, "1") == 0;
     all_watch = all_watch && said.compare(1, 1, "1") == 0;
-    auto cpus = parse_cpu_list(said.size() > 3 ? said.substr(3) : "");
-    if (cpus.ok()) usable.insert(cpus.value().begin(), cpus.value().end());
-  }
-  if (!usable.empty()) oversubscribed_ = local_ranks_.size() > usable.size();
-  if (oversubscribed_ && me_ == 0) {
-    COHORT_LOG(kInfo) << "the " << local_ranks_.size() << " ranks of this host may run on "
-                      << (usable.empty() ? std::string("fewer CPUs")
-                                         : "CPUs " + cpu_list_text({usable.begin(), usable.end()}))
-                      << " only: waits on shared memory yield the CPU from the start";
   }
   return all_watch;
 }

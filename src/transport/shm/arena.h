@@ -33,10 +33,13 @@ namespace cohort::shm {
 class Arena : public HostSlots {
  public:
   // set_up builds the arena of `local_ranks` (group ranks on this host,
-  // ascending, `rank` among them) through `store`. Every local rank gets the
-  // same answer: an arena, or an error (and then all use TCP).
+  // ascending, `rank` among them) through `store`; `outnumbered`: they may
+  // use fewer CPUs than there are of them (from the published places, so
+  // alike on every rank), and waits yield the CPU from the start. Every
+  // local rank gets the same answer: an arena, or an error (and then all
+  // use TCP).
   static Result<std::unique_ptr<Arena>> set_up(Store& store, int rank, const std::vector<int>& local_ranks,
-                                               Deadline deadline);
+                                               bool outnumbered, Deadline deadline);
   ~Arena() override;
 
   // ring returns the ring from local rank `from` to local rank `to`.
@@ -50,10 +53,9 @@ class Arena : public HostSlots {
  private:
   Arena() = default;
   // share_host_facts tells the host's ranks, through the store, whether
-  // this one can read the others' memory (single copy), whether it wakes
-  // and watches them (`watching`) and which CPUs it may run on; sets
-  // single_copy_ and oversubscribed_ from all their answers, and answers
-  // whether every rank wakes and watches its peers.
+  // this one can read the others' memory (single copy) and whether it
+  // wakes and watches them (`watching`); sets single_copy_ from all their
+  // answers, and answers whether every rank wakes and watches its peers.
   bool share_host_facts(Store& store, const std::string& key, const Status& watching,
                         std::chrono::milliseconds timeout);
   // lay_out takes the sizes and offsets of the segment's parts.

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "cohort/errors.h"
 #include "common/config_registry.h"
+#include "common/cpu_binding.h"
 #include "common/logging.h"
 
 namespace cohort::shm {
@@ -31,13 +33,23 @@ std::vector<int> host_leaders(const std::vector<RankPlace>& places, const std::v
 }
 
 Result<std::shared_ptr<Arena>> connect_host(Store& store, int rank, const std::vector<int>& leaders,
-                                            Deadline deadline) {
+                                            const std::vector<RankPlace>& places, Deadline deadline) {
   std::vector<int> local;
   for (int q = 0; q < static_cast<int>(leaders.size()); ++q) {
     if (leaders[static_cast<size_t>(q)] == leaders[static_cast<size_t>(rank)]) local.push_back(q);
   }
   if (local.size() < 2) return std::shared_ptr<Arena>();
-  auto arena = Arena::set_up(store, rank, local, deadline);
+  // Ranks that outnumber the CPUs they may use between them take turns on
+  // one: their waits must yield it from the start.
+  const std::vector<int> cpus = cpus_of_ranks(places, local);
+  const bool outnumbered = local.size() > (cpus.empty() ? std::max(1u, std::thread::hardware_concurrency())
+                                                        : cpus.size());
+  if (outnumbered && rank == local.front()) {
+    COHORT_LOG(kInfo) << "the " << local.size() << " ranks of this host may run on "
+                      << (cpus.empty() ? std::string("fewer CPUs") : "CPUs " + cpu_list_text(cpus))
+                      << " only: waits on shared memory yield the CPU from the start";
+  }
+  auto arena = Arena::set_up(store, rank, local, outnumbered, deadline);
   if (!arena.ok()) {
     // Only a failure every local rank agrees on (kBackendError: the
     // segment, a doorbell or a pidfd) falls back to TCP: the host's ranks

@@ -25,7 +25,8 @@ std::vector<int> host_leaders(const std::vector<RankPlace>& places, const std::v
 // other rank of the group is here, or when the segment cannot be made
 // (every rank of the host then keeps TCP, with a warning); kTimeout when a
 // rank never arrives.
+// `places` (as published) tell whether the host's ranks outnumber their CPUs.
 Result<std::shared_ptr<Arena>> connect_host(Store& store, int rank, const std::vector<int>& leaders,
-                                            Deadline deadline);
+                                            const std::vector<RankPlace>& places, Deadline deadline);
 
 }  // namespace cohort::shm

@@ -15,7 +15,7 @@ class ShmLinkKind : public LinkKind {
   // group is here, or when every rank here failed to make it).
   Status set_up(const GroupMeeting& meeting, ConnectedLinks& group) override {
     group.options.host_of = host_leaders(meeting.places, meeting.global_ranks);
-    auto arena = connect_host(meeting.store, meeting.rank, group.options.host_of, meeting.deadline);
+    auto arena = connect_host(meeting.store, meeting.rank, group.options.host_of, meeting.places, meeting.deadline);
     if (!arena.ok()) return arena.status();
     arena_ = arena.value();
     group.arena = arena_;
