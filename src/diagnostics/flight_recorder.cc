@@ -71,8 +71,11 @@ int64_t trace_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(fast_now().time_since_epoch()).count();
 }
 
-FlightRecorder::FlightRecorder(size_t capacity)
-    : slots_(capacity), times_(capacity), literal_names_(capacity), next_slot_(capacity ? 1 % capacity : 0) {}
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity), next_slot_(capacity ? 1 % capacity : 0) {
+  slots_.reserve(capacity);
+  times_.reserve(capacity);
+  literal_names_.reserve(capacity);
+}
 
 void FlightRecorder::name_entry(TraceEntry* e, std::string_view op) {
   const size_t n = std::min(op.size(), sizeof e->op - 1);
@@ -100,10 +103,15 @@ void FlightRecorder::raise_to(std::atomic<uint64_t>& counter, uint64_t value) {
 TraceTicket FlightRecorder::record(std::string_view op, bool op_is_literal, const OpShape& shape,
                                    uint64_t sequence, bool collective, OpState state, uint64_t now) {
   raise_to(counters(collective).enqueued, sequence);
-  if (slots_.empty()) return TraceTicket{0, sequence, collective, 0};
+  if (capacity_ == 0) return TraceTicket{0, sequence, collective, 0};
   const uint64_t id = next_id_++;
   const size_t slot = next_slot_;
-  next_slot_ = slot + 1 == slots_.size() ? 0 : slot + 1;
+  next_slot_ = slot + 1 == capacity_ ? 0 : slot + 1;
+  if (slot >= slots_.size()) {  // the first time round: within the reserved room
+    slots_.resize(slot + 1);
+    times_.resize(slot + 1);
+    literal_names_.resize(slot + 1);
+  }
   TraceEntry& e = slots_[slot];
   e.id = id;
   e.sequence = sequence;
@@ -215,15 +223,14 @@ std::vector<TraceEntry> FlightRecorder::newest(uint64_t after_id, size_t max, ui
   std::lock_guard<SpinLock> lock(mu_);
   const uint64_t newest_id = next_id_ - 1;
   if (last_id) *last_id = newest_id;
-  if (slots_.empty() || newest_id <= after_id) return out;
+  if (capacity_ == 0 || newest_id <= after_id) return out;
   // The ring holds ids (newest - capacity, newest]; slot = id % capacity.
-  uint64_t first =
-      std::max<uint64_t>(after_id + 1, newest_id >= slots_.size() ? newest_id - slots_.size() + 1 : 1);
+  uint64_t first = std::max<uint64_t>(after_id + 1, newest_id >= capacity_ ? newest_id - capacity_ + 1 : 1);
   if (newest_id - first + 1 > max) first = newest_id - max + 1;
   out.reserve(static_cast<size_t>(newest_id - first + 1));
   for (uint64_t id = first; id <= newest_id; ++id) {
-    const size_t i = static_cast<size_t>(id % slots_.size());
-    if (slots_[i].id == id) out.push_back(read_slot(i, scale));
+    const size_t i = static_cast<size_t>(id % capacity_);
+    if (i < slots_.size() && slots_[i].id == id) out.push_back(read_slot(i, scale));
   }
   return out;
 }

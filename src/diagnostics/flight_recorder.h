@@ -97,7 +97,7 @@ class FlightRecorder {
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
-  size_t capacity() const { return slots_.size(); }
+  size_t capacity() const { return capacity_; }
 
   // scheduled records an operation that was given `sequence` and queued;
   // its name is the first word of `op` ("send" of "send to 3 tag 0").
@@ -155,6 +155,12 @@ class FlightRecorder {
   static void raise_to(std::atomic<uint64_t>& counter, uint64_t value);
 
   mutable SpinLock mu_;
+  // The ring's slots are made as the ids first reach them (slot = id %
+  // capacity_: 1, 2, ..., then 0), in room reserved at once: a group made
+  // and left after a few calls (every group of a 128-rank job's start)
+  // writes a few entries, not 2000 (about 340 KiB a group, zeroed page by
+  // page when the ring was made whole).
+  size_t capacity_ = 0;
   std::vector<TraceEntry> slots_;  // guarded by mu_; times in times_
   std::vector<Times> times_;       // per slot; guarded by mu_
   // Per slot, the name given as a literal (empty: the entry's own op

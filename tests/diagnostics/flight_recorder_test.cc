@@ -48,6 +48,32 @@ TEST(FlightRecorderTest, TheRingKeepsTheLastEntriesAndWraps) {
   EXPECT_TRUE(rec.find(7, true).has_value());
 }
 
+// The ring's slots are made as the ids reach them: a ring not yet full
+// holds what was recorded, reads it back in order, and wraps at the
+// capacity it was given, not at what it has made so far.
+TEST(FlightRecorderTest, ARingNotYetFullReadsBackWhatItHoldsAndWrapsAtItsCapacity) {
+  FlightRecorder rec(5);
+  EXPECT_EQ(rec.capacity(), 5u);
+  EXPECT_TRUE(rec.snapshot().empty());
+  for (uint64_t s = 1; s <= 3; ++s) rec.finished(rec.began("broadcast", four_floats(), s), nullptr);
+  EXPECT_EQ(rec.capacity(), 5u);
+  auto entries = rec.snapshot();
+  ASSERT_EQ(entries.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(entries[i].sequence, i + 1);
+  uint64_t last = 0;
+  EXPECT_EQ(rec.newest(1, 10, &last).size(), 2u);
+  EXPECT_EQ(last, 3u);
+  EXPECT_TRUE(rec.find(2, true).has_value());
+  for (uint64_t s = 4; s <= 7; ++s) rec.finished(rec.began("broadcast", four_floats(), s), nullptr);
+  entries = rec.snapshot();
+  ASSERT_EQ(entries.size(), 5u);
+  EXPECT_EQ(entries.front().sequence, 3u);
+  EXPECT_EQ(entries.back().sequence, 7u);
+  EXPECT_EQ(entries.back().state, OpState::kCompleted);
+  EXPECT_EQ(rec.newest(0, 10, &last).size(), 5u);
+  EXPECT_FALSE(rec.find(2, true).has_value()) << "overwritten";
+}
+
 TEST(FlightRecorderTest, AnEntryMovesFromScheduledToStartedToCompletedOrFailedWithItsTimes) {
   FlightRecorder rec(8);
   TraceTicket a = rec.scheduled("broadcast", four_floats(), 1, true);
