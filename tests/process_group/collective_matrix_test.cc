@@ -11,6 +11,7 @@
 
 #include "cohort/config.h"
 #include "process_group/collective_checks.h"
+#include "process_group/reference.h"
 #include "process_group/thread_ranks.h"
 
 namespace cohort::testing {
@@ -62,6 +63,32 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectiveMatrix,
                                             ::testing::Values(Paths::kShm, Paths::kTcp, Paths::kMixed),
                                             ::testing::Range(size_t{0}, collective_checks().size())),
                          matrix_name);
+
+
+// The checks compute one period of the reference and copy it
+// (reference.h), so the period must be one: every rank's contribution and
+// every reduction repeat with it, and the filled buffers match
+// contribution() element by element.
+TEST(CollectiveReference, ContributionsAndResultsRepeatWithTheirPeriod) {
+  for (DType d : all_dtypes()) {
+    for (ReduceOp op : ops_for(d)) {
+      const size_t period = contribution_period(d, op);
+      for (int rank = 0; rank < 17; ++rank) {
+        for (size_t i = 0; i < 3 * period; ++i) {
+          ASSERT_EQ(contribution(d, op, rank, i), contribution(d, op, rank, i + period))
+              << dtype_name(d) << " " << reduce_op_name(op) << " rank " << rank << " [" << i << "]";
+        }
+      }
+      const PeriodicValues result = PeriodicValues::reduction(d, op, 16);
+      for (size_t i = 0; i < 3 * period + 5; ++i)
+        ASSERT_EQ(result.at(i), stored(d, expected(d, op, 16, i))) << dtype_name(d) << " " << reduce_op_name(op);
+      TypedBuffer buf(d, 2 * period + 5);
+      fill_contributions(buf, op, 3, 7);
+      for (size_t i = 0; i < buf.count(); ++i)
+        ASSERT_EQ(buf.at(i), stored(d, contribution(d, op, 3, 7 + i))) << dtype_name(d) << " " << reduce_op_name(op);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace cohort::testing

@@ -2,6 +2,7 @@
 // locally, independently of cohort's kernels, to check collectives against.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -27,6 +28,29 @@ inline double contribution(DType dtype, ReduceOp op, int rank, size_t i) {
       return static_cast<double>((rank * 7 + i * 3) % 23);
     default:
       return static_cast<double>((rank + i) % 4);
+  }
+}
+
+// contribution_period is the period in i of contribution() for every rank:
+// the moduli above (i * 11 & 0x7F repeats every 128 since 11 is odd). The
+// expected results repeat with it too, so the checks compute one period
+// and copy it: element by element (a double and a dtype switch each, and
+// expected() over every rank) the reference took three quarters of the
+// matrix's time at 16 ranks, more than the collectives it checks.
+inline size_t contribution_period(DType dtype, ReduceOp op) {
+  if (dtype == DType::kBool) return 2;
+  switch (op.kind) {
+    case ReduceOp::PRODUCT:
+      return 2;
+    case ReduceOp::BAND:
+    case ReduceOp::BOR:
+    case ReduceOp::BXOR:
+      return 128;
+    case ReduceOp::MIN:
+    case ReduceOp::MAX:
+      return 23;
+    default:
+      return 4;
   }
 }
 
@@ -120,6 +144,41 @@ struct TypedBuffer {
   Buffer view() { return Buffer{bytes.data(), count(), dtype, Device{}}; }
   double at(size_t i) const { return get_value(dtype, bytes.data(), i); }
   void set(size_t i, double v) { set_value(dtype, bytes.data(), i, v); }
+};
+
+// fill_contributions gives element i of `buf` rank's contribution to
+// element first + i of the reduction: one period from contribution(), then
+// copies of it, doubling.
+inline void fill_contributions(TypedBuffer& buf, ReduceOp op, int rank, size_t first = 0) {
+  const size_t n = buf.count(), size = dtype_size(buf.dtype);
+  const size_t period = std::min(n, contribution_period(buf.dtype, op));
+  for (size_t i = 0; i < period; ++i) buf.set(i, contribution(buf.dtype, op, rank, first + i));
+  for (size_t have = period; have < n;) {
+    const size_t more = std::min(have, n - have);
+    std::memcpy(buf.bytes.data() + have * size, buf.bytes.data(), more * size);
+    have += more;
+  }
+}
+
+// PeriodicValues holds, for one period of i, what element i must read
+// once stored in the dtype: the reduction's result, or one rank's own
+// contribution (a reduce's other ranks keep theirs).
+class PeriodicValues {
+ public:
+  static PeriodicValues reduction(DType dtype, ReduceOp op, int world) {
+    return PeriodicValues(dtype, op, [&](size_t i) { return expected(dtype, op, world, i); });
+  }
+  static PeriodicValues contribution_of(DType dtype, ReduceOp op, int rank) {
+    return PeriodicValues(dtype, op, [&](size_t i) { return contribution(dtype, op, rank, i); });
+  }
+  double at(size_t i) const { return values_[i % values_.size()]; }
+
+ private:
+  template <typename Value>
+  PeriodicValues(DType dtype, ReduceOp op, Value value) {
+    for (size_t i = 0; i < contribution_period(dtype, op); ++i) values_.push_back(stored(dtype, value(i)));
+  }
+  std::vector<double> values_;
 };
 
 // close_enough compares a result with its reference: exact for integers,
