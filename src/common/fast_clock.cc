@@ -215,6 +215,29 @@ int64_t CounterScale::steady_ns(uint64_t reading) const {
          static_cast<int64_t>((static_cast<SignedWide>(since_anchor) * static_cast<SignedWide>(rate_)) >> 32);
 }
 
+int64_t reading_steady_ns(uint64_t reading) {
+#if defined(__x86_64__)
+  const uint64_t v = g_conversion.version.load(std::memory_order_acquire);
+  if (v != 0 && !(v & 1)) {
+    const uint64_t anchor_tsc = g_conversion.anchor_tsc.load(std::memory_order_acquire);
+    const int64_t anchor_ns = g_conversion.anchor_ns.load(std::memory_order_acquire);
+    const uint64_t rate = g_conversion.rate.load(std::memory_order_acquire);
+    const uint64_t limit = g_conversion.reanchor_ticks.load(std::memory_order_acquire);
+    // Within a second (100 re-anchoring periods) of the anchor, the rate's
+    // error (~1e-4 against steady_clock's corrections) costs at most 0.1 ms.
+    const auto since = static_cast<int64_t>(reading - anchor_tsc);  // negative: before the anchor
+    const auto window = static_cast<int64_t>(limit * 100);
+    if (g_conversion.version.load(std::memory_order_relaxed) == v && since < window && since > -window) {
+      __extension__ typedef __int128 SignedWide;
+      return anchor_ns + static_cast<int64_t>((static_cast<SignedWide>(since) * static_cast<SignedWide>(rate)) >> 32);
+    }
+  }
+  return CounterScale::now().steady_ns(reading);
+#else
+  return static_cast<int64_t>(reading);
+#endif
+}
+
 bool fast_clock_uses_tsc() {
 #if defined(__x86_64__)
   return g_conversion.version.load(std::memory_order_acquire) != 0;

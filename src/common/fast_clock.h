@@ -62,6 +62,15 @@ class CounterScale {
   uint64_t rate_ = 0;  // nanoseconds per counter tick, 32.32 fixed point; 0: readings are nanoseconds
 };
 
+// reading_steady_ns returns a recent read_counter() reading's time in
+// nanoseconds on steady_clock's scale, through fast_now()'s conversion
+// (~10 ns) when the reading lies within a second of its anchor (off by a
+// microsecond at most), else through a CounterScale made now (~0.25 us:
+// it reads five pairs of clocks to keep the tightest). For a value looked
+// at per call (a blocking collective's deadline, Deadline::when()), not
+// for a dump's many old readings, which want one CounterScale for all.
+int64_t reading_steady_ns(uint64_t reading);
+
 // fast_clock_uses_tsc says whether fast_now() reads the time-stamp counter
 // yet (false where the kernel does not use it, and during calibration).
 bool fast_clock_uses_tsc();

@@ -109,6 +109,29 @@ TEST(FastClockTest, TwoCounterReadingsMeasureAnIntervalLikeSteadyClock) {
   EXPECT_LE(counter_us, (after1 - before0) / 1000 + 100) << "counter " << counter_us << " us";
 }
 
+TEST(FastClockTest, ARecentReadingAndAnOldOneConvertToTheSteadyTimeTheyWereTakenAt) {
+  // reading_steady_ns converts a reading near the conversion's anchor
+  // through fast_now()'s rate, and one over a second from it through a
+  // CounterScale: both must land between the steady readings around them.
+  fast_now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(15));
+  fast_now();  // past the calibration
+  const int64_t old_before = steady_ns_now();
+  const uint64_t old_reading = read_counter();
+  const int64_t old_after = steady_ns_now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  fast_now();  // re-anchors: the old reading is now over a second before the anchor
+  const int64_t before = steady_ns_now();
+  const uint64_t reading = read_counter();
+  const int64_t after = steady_ns_now();
+  const int64_t recent = reading_steady_ns(reading);
+  EXPECT_GE(recent, before - 50'000);
+  EXPECT_LE(recent, after + 50'000);
+  const int64_t old = reading_steady_ns(old_reading);
+  EXPECT_GE(old, old_before - 50'000);
+  EXPECT_LE(old, old_after + 50'000);
+}
+
 TEST(DeadlineTest, ADeadlineFromACounterReadingFallsTheTimeoutAfterTheReading) {
   const auto before = steady_clock::now();
   const Deadline d = Deadline::after_reading(std::chrono::milliseconds(100), read_counter());
