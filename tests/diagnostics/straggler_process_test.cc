@@ -198,7 +198,11 @@ TEST(StragglerProcesses, CohortTraceNamesTheRankThatSleepsBeforeEachAllReduce) {
   EXPECT_EQ(g["collectives"].as_int(), 50) << g.dump();
   const Json& first = g["ranks"].items()[0];
   EXPECT_EQ(first["rank"].as_int(), 2);
-  EXPECT_EQ(first["times_last"].as_int(), 50);
+  // Last in (nearly) every collective. Not in all 50: on a loaded machine
+  // another rank may wait over the 20 ms for a core between two
+  // all_reduces and come last once (CI saw 49 of 50, with another test's
+  // ranks on the same two cores).
+  EXPECT_GE(first["times_last"].as_int(), 45) << g.dump();
   EXPECT_NEAR(first["lateness_p50_s"].as_double(), 0.020, 0.004) << g.dump();
   EXPECT_FALSE(first["host"].as_string().empty());
   // The text names it too, first among the ranks.
