@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -322,6 +323,55 @@ TEST(TcpLink, WritingToAClosedPeerFailsWithEpipeAndPollsForRoomOnlyWithSends) {
   const LinkIo io = write_text(right, "anyone?");
   EXPECT_EQ(io.outcome, Outcome::kFailed);
   EXPECT_EQ(io.error, EPIPE) << std::strerror(io.error);
+}
+
+// queued_bytes is what the kernel holds for `fd` to read (FIONREAD).
+int queued_bytes(int fd) {
+  int n = -1;
+  EXPECT_EQ(::ioctl(fd, FIONREAD, &n), 0) << std::strerror(errno);
+  return n;
+}
+
+// A TCP link reads ahead: one read takes what was asked and more from the
+// socket, and the next reads are served from what it took, so that a small
+// message's header and payload cost one system call. What it hands out is
+// the stream in order, across what it read ahead and what it then reads
+// straight into the caller's buffer, and the peer's end comes only after.
+TEST(TcpLink, ReadsAheadInOneSystemCallAndHandsOutTheStreamInOrder) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  const int b_fd = b.fd();
+  tcp::TcpLink right(std::move(b), "right");
+  const std::vector<uint8_t> sent = pattern(3 * 28 + 40000, 5);  // three small frames, then a large one
+  for (size_t at = 0; at < sent.size();) {  // a socket pair holds it all
+    const ssize_t n = ::send(a.fd(), sent.data() + at, sent.size() - at, 0);
+    ASSERT_GT(n, 0) << std::strerror(errno);
+    at += static_cast<size_t>(n);
+  }
+  const int queued = queued_bytes(b_fd);
+  std::vector<uint8_t> got(sent.size());
+  size_t have = 0;
+  LinkIo io = right.read(got.data(), 24);  // a frame's header
+  ASSERT_EQ(io.outcome, Outcome::kMoved);
+  ASSERT_EQ(io.bytes, 24u);
+  have += io.bytes;
+  EXPECT_LT(queued_bytes(b_fd), queued - 24) << "the first read took no more than it was asked for";
+  // The three frames' payloads and headers, in the sizes the engine asks.
+  for (size_t want : {4, 24, 4, 24, 4}) {
+    io = right.read(got.data() + have, want);
+    ASSERT_EQ(io.outcome, Outcome::kMoved);
+    ASSERT_EQ(io.bytes, want);
+    have += io.bytes;
+  }
+  a = Socket();  // the writer leaves: its bytes are still read first
+  while (have < sent.size()) {  // the large frame: what was read ahead, then the socket
+    io = right.read(got.data() + have, sent.size() - have);
+    ASSERT_EQ(io.outcome, Outcome::kMoved) << "at byte " << have;
+    have += io.bytes;
+  }
+  EXPECT_EQ(got, sent);
+  uint8_t more;
+  EXPECT_EQ(right.read(&more, 1).outcome, Outcome::kEnded);
 }
 
 // pacing_of reads a socket's SO_MAX_PACING_RATE (~0: not paced).

@@ -3,10 +3,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "common/logging.h"
 
@@ -92,9 +95,27 @@ LinkIo TcpLink::write(const iovec* iov, size_t n) {
 }
 
 LinkIo TcpLink::read(void* out, size_t n) {
+  if (n == 0) return LinkIo::blocked();  // nothing asked for (no caller does)
+  if (ahead_at_ < ahead_end_) {
+    const size_t m = std::min(n, ahead_end_ - ahead_at_);
+    std::memcpy(out, ahead_.get() + ahead_at_, m);
+    ahead_at_ += m;
+    return LinkIo::moved(m);
+  }
+  if (!ahead_) ahead_ = std::make_unique<uint8_t[]>(kReadAheadBytes);
+  iovec iov[2] = {{out, n}, {ahead_.get(), kReadAheadBytes}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
   for (;;) {
-    const ssize_t got = ::recv(socket_.fd(), out, n, MSG_DONTWAIT);
-    if (got > 0) return LinkIo::moved(static_cast<size_t>(got));
+    const ssize_t got = ::recvmsg(socket_.fd(), &msg, MSG_DONTWAIT);
+    if (got > 0) {
+      const auto bytes = static_cast<size_t>(got);
+      if (bytes <= n) return LinkIo::moved(bytes);
+      ahead_at_ = 0;
+      ahead_end_ = bytes - n;  // the rest went into ahead_
+      return LinkIo::moved(n);
+    }
     if (got == 0) return LinkIo::ended();
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return LinkIo::blocked();
@@ -168,6 +189,7 @@ void TcpLink::adopt(Socket socket) {
   int one = 1;
   setsockopt(socket.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   socket_ = std::move(socket);  // drops a connection we started, if any: the peer refuses it
+  ahead_at_ = ahead_end_ = 0;   // nothing read ahead belongs to the new connection
   state_ = State::kReady;
   probe_when_idle();
 }
