@@ -16,6 +16,7 @@ namespace {
 using Steady = std::chrono::steady_clock;
 // 64x64-bit products for the fixed-point conversion (GCC and Clang).
 __extension__ typedef unsigned __int128 Wide;
+__extension__ typedef __int128 SignedWide;
 
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count();
@@ -143,28 +144,50 @@ Steady::time_point slow_now(bool due) {
   return Steady::time_point(std::chrono::nanoseconds(ns));
 }
 
+// Anchor is one consistent reading of g_conversion's fields.
+struct Anchor {
+  uint64_t tsc;
+  int64_t ns;
+  uint64_t rate;
+  uint64_t reanchor_ticks;
+};
+
+// read_anchor reads the conversion under its sequence lock: false while
+// there is none yet (calibrating, or the kernel does not keep time with
+// the counter) or a writer changed it meanwhile.
+inline bool read_anchor(Anchor* a) {
+  const uint64_t v = g_conversion.version.load(std::memory_order_acquire);
+  if (v == 0 || (v & 1)) return false;
+  a->tsc = g_conversion.anchor_tsc.load(std::memory_order_acquire);
+  a->ns = g_conversion.anchor_ns.load(std::memory_order_acquire);
+  a->rate = g_conversion.rate.load(std::memory_order_acquire);
+  a->reanchor_ticks = g_conversion.reanchor_ticks.load(std::memory_order_acquire);
+  return g_conversion.version.load(std::memory_order_relaxed) == v;
+}
+
 #endif  // __x86_64__
+
+// at_rate converts `ticks` of the counter from an anchor (negative:
+// before it) to nanoseconds, at `rate` (32.32 fixed point).
+int64_t at_rate(int64_t ticks, uint64_t rate) {
+  return static_cast<int64_t>((static_cast<SignedWide>(ticks) * static_cast<SignedWide>(rate)) >> 32);
+}
 
 }  // namespace
 
 std::chrono::steady_clock::time_point fast_now() {
 #if defined(__x86_64__)
-  const uint64_t v = g_conversion.version.load(std::memory_order_acquire);
-  if (v == 0 || (v & 1)) {
+  Anchor a;
+  if (!read_anchor(&a)) {
     if (g_steady_only.load(std::memory_order_relaxed)) return Steady::now();
     return slow_now(false);
   }
-  const uint64_t anchor_tsc = g_conversion.anchor_tsc.load(std::memory_order_acquire);
-  const int64_t anchor_ns = g_conversion.anchor_ns.load(std::memory_order_acquire);
-  const uint64_t rate = g_conversion.rate.load(std::memory_order_acquire);
-  const uint64_t limit = g_conversion.reanchor_ticks.load(std::memory_order_acquire);
-  if (g_conversion.version.load(std::memory_order_relaxed) != v) return slow_now(false);
   const uint64_t tsc = __rdtsc();
   // A counter a hair behind the anchor (read on another core) counts as
   // the anchor itself.
-  const uint64_t ticks = tsc > anchor_tsc ? tsc - anchor_tsc : 0;
-  if (ticks > limit) return slow_now(true);
-  const auto ns = anchor_ns + static_cast<int64_t>((static_cast<Wide>(ticks) * rate) >> 32);
+  const uint64_t ticks = tsc > a.tsc ? tsc - a.tsc : 0;
+  if (ticks > a.reanchor_ticks) return slow_now(true);
+  const auto ns = a.ns + static_cast<int64_t>((static_cast<Wide>(ticks) * a.rate) >> 32);
   return Steady::time_point(std::chrono::nanoseconds(ns));
 #else
   return std::chrono::steady_clock::now();
@@ -209,28 +232,18 @@ CounterScale CounterScale::now() {
 
 int64_t CounterScale::steady_ns(uint64_t reading) const {
   if (reading == 0 || rate_ == 0) return static_cast<int64_t>(reading);
-  __extension__ typedef __int128 SignedWide;
-  const auto since_anchor = static_cast<int64_t>(reading - anchor_counter_);  // negative: older
-  return anchor_ns_ +
-         static_cast<int64_t>((static_cast<SignedWide>(since_anchor) * static_cast<SignedWide>(rate_)) >> 32);
+  return anchor_ns_ + at_rate(static_cast<int64_t>(reading - anchor_counter_), rate_);  // negative: older
 }
 
 int64_t reading_steady_ns(uint64_t reading) {
 #if defined(__x86_64__)
-  const uint64_t v = g_conversion.version.load(std::memory_order_acquire);
-  if (v != 0 && !(v & 1)) {
-    const uint64_t anchor_tsc = g_conversion.anchor_tsc.load(std::memory_order_acquire);
-    const int64_t anchor_ns = g_conversion.anchor_ns.load(std::memory_order_acquire);
-    const uint64_t rate = g_conversion.rate.load(std::memory_order_acquire);
-    const uint64_t limit = g_conversion.reanchor_ticks.load(std::memory_order_acquire);
-    // Within a second (100 re-anchoring periods) of the anchor, the rate's
-    // error (~1e-4 against steady_clock's corrections) costs at most 0.1 ms.
-    const auto since = static_cast<int64_t>(reading - anchor_tsc);  // negative: before the anchor
-    const auto window = static_cast<int64_t>(limit * 100);
-    if (g_conversion.version.load(std::memory_order_relaxed) == v && since < window && since > -window) {
-      __extension__ typedef __int128 SignedWide;
-      return anchor_ns + static_cast<int64_t>((static_cast<SignedWide>(since) * static_cast<SignedWide>(rate)) >> 32);
-    }
+  // Within a second (100 re-anchoring periods) of the anchor, the rate's
+  // error (~1e-4 against steady_clock's corrections) costs at most 0.1 ms.
+  Anchor a;
+  if (read_anchor(&a)) {
+    const auto since = static_cast<int64_t>(reading - a.tsc);  // negative: before the anchor
+    const auto window = static_cast<int64_t>(a.reanchor_ticks * 100);
+    if (since < window && since > -window) return a.ns + at_rate(since, a.rate);
   }
   return CounterScale::now().steady_ns(reading);
 #else
