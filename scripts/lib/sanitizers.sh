@@ -90,7 +90,8 @@ run_sanitizer_tree() {
 
   echo "cohort: the core suite under $name (build-$name/)"
   # The kill test's 64 MiB runs: 3 per transport here (20 and 5 in build/).
-  (cd "$dir" && COHORT_KILL_REPEATS="${COHORT_KILL_REPEATS:-3}" ASAN_OPTIONS="$asan:${ASAN_OPTIONS:-}" UBSAN_OPTIONS="$ubsan:${UBSAN_OPTIONS:-}" \
+  TIMEFORMAT="cohort: $name: its tests ran in %0R s, %0U s user + %0S s system CPU"
+  time (cd "$dir" && COHORT_KILL_REPEATS="${COHORT_KILL_REPEATS:-3}" ASAN_OPTIONS="$asan:${ASAN_OPTIONS:-}" UBSAN_OPTIONS="$ubsan:${UBSAN_OPTIONS:-}" \
     TSAN_OPTIONS="$tsan:${TSAN_OPTIONS:-}" ctest -L core -E "$exclude" --output-on-failure \
     -j "$COHORT_TEST_JOBS" --timeout 300) 2>&1 | tee "$dir/ctest.log"
   count_ctest_log "$dir/ctest.log"
@@ -121,6 +122,10 @@ run_sanitizers() {
     for tree in "${COHORT_SANITIZER_TREES[@]}"; do names+=("${tree%%:*}"); done
   fi
   for name in "${names[@]}"; do
+    # Built in the background already when scripts/test started it so
+    # (scripts/lib/side_builds.sh): the build below then has nothing to do,
+    # or repeats a failure where it shows.
+    if [ -n "${side_builds_pid:-}" ]; then await_side_build "$name"; fi
     start=$SECONDS
     if ! build_sanitizer_tree "$name"; then
       echo "cohort: the $name tree did not build"

@@ -36,7 +36,7 @@ void check_all_reduce_every_dtype_op_and_size(ProcessGroup& g) {
   const int world = g.size();
   for (DType d : all_dtypes()) {
     for (ReduceOp op : ops_for(d)) {
-      for (size_t n : counts_for(d)) {
+      for (size_t n : counts_for(d, op)) {
         TypedBuffer buf(d, n);
         fill_contributions(buf, op, g.rank());
         AllReduceOptions o;
@@ -110,7 +110,7 @@ void check_reduce_every_dtype_op_and_size(ProcessGroup& g) {
   for (int root : {0, world - 1}) {
     for (DType d : all_dtypes()) {
       for (ReduceOp op : ops_for(d)) {
-        for (size_t n : counts_for(d)) {
+        for (size_t n : counts_for(d, op)) {
           TypedBuffer buf(d, n);
           fill_contributions(buf, op, g.rank());
           ReduceOptions o;
@@ -137,7 +137,7 @@ void check_reduce_scatter_every_dtype_op_and_size(ProcessGroup& g) {
   const int world = g.size();
   for (DType d : all_dtypes()) {
     for (ReduceOp op : ops_for(d)) {
-      for (size_t n : counts_for(d)) {
+      for (size_t n : counts_for(d, op)) {
         // Block q holds elements [q*n, (q+1)*n) of a virtual vector, so
         // every block's values differ.
         TypedBuffer input(d, n * static_cast<size_t>(world));
