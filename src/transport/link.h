@@ -32,8 +32,14 @@ struct LinkIo {
   Outcome outcome = Outcome::kBlocked;
   size_t bytes = 0;
   int error = 0;
+  // drained (a read that moved bytes): the pipe held nothing more when it
+  // was read, so a read now would most likely say blocked. A caller that
+  // waits in poll(2) anyway may stop here and save that call (one system
+  // call per message over TCP); a read still says blocked only when
+  // nothing is there.
+  bool drained = false;
 
-  static LinkIo moved(size_t n) { return {Outcome::kMoved, n, 0}; }
+  static LinkIo moved(size_t n, bool drained = false) { return {Outcome::kMoved, n, 0, drained}; }
   static LinkIo blocked() { return {Outcome::kBlocked, 0, 0}; }
   static LinkIo ended() { return {Outcome::kEnded, 0, 0}; }
   static LinkIo failed(int error) { return {Outcome::kFailed, 0, error}; }

@@ -52,6 +52,10 @@ Status Engine::read_from(int q) {
       consumed = true;
       ++user_space_moves_;
     }
+    // The link had no more: the read after this one would only say so
+    // (over TCP a recvmsg(2) that finds nothing, one a message). poll(2),
+    // on this turn or the next, reports what comes later.
+    const bool drained = io.drained;
     if (!p.in_body) {
       p.header_got += io.bytes;
       if (p.header_got < sizeof(FrameHeader)) continue;
@@ -69,6 +73,10 @@ Status Engine::read_from(int q) {
           if (!st.ok()) return st;
         }
       }
+    }
+    if (drained) {
+      if (consumed) link.moved();
+      return Status::ok_status();
     }
   }
 }

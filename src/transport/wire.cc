@@ -357,6 +357,7 @@ bool MessageWire::read_from(int peer, bool* moved) {
       return false;
     }
     if (p.lost) return false;
+    if (io.drained) break;  // nothing more now: poll(2) says when (link.h)
   }
   if (any) {
     *moved = true;

@@ -28,6 +28,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cohort/config.h"
@@ -372,6 +373,78 @@ TEST(TcpLink, ReadsAheadInOneSystemCallAndHandsOutTheStreamInOrder) {
   EXPECT_EQ(got, sent);
   uint8_t more;
   EXPECT_EQ(right.read(&more, 1).outcome, Outcome::kEnded);
+}
+
+// send_all_of writes `bytes` to `fd` (a socket pair holds them all).
+void send_all_of(int fd, const std::vector<uint8_t>& bytes) {
+  for (size_t at = 0; at < bytes.size();) {
+    const ssize_t n = ::send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+    ASSERT_GT(n, 0) << std::strerror(errno);
+    at += static_cast<size_t>(n);
+  }
+}
+
+// A read says drained when the socket had nothing more after it: the
+// engine then stops reading that link until poll(2) reports it, instead of
+// a recvmsg(2) per message that finds nothing. Not before the last byte
+// read ahead is handed out, nor when the socket may hold more (the read
+// took all it had room for); and a read still says blocked only when
+// nothing is there.
+TEST(TcpLink, AReadSaysDrainedWhenItLeftNothingInTheSocketOrReadAhead) {
+  Socket a, b;
+  ASSERT_NO_FATAL_FAILURE(make_socket_pair(&a, &b));
+  const int b_fd = b.fd();
+  tcp::TcpLink right(std::move(b), "right");
+  auto arrived = [&](size_t n) {  // waits until the socket holds n bytes
+    for (int i = 0; i < 10000 && queued_bytes(b_fd) < static_cast<int>(n); ++i)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    return queued_bytes(b_fd) >= static_cast<int>(n);
+  };
+  std::vector<uint8_t> got(64 * 1024);
+
+  // A frame's header and payload: the header's read takes both, and the
+  // payload's, the last byte read ahead, says drained.
+  const std::vector<uint8_t> frame = pattern(28, 1);
+  ASSERT_NO_FATAL_FAILURE(send_all_of(a.fd(), frame));
+  ASSERT_TRUE(arrived(28));
+  LinkIo io = right.read(got.data(), 24);
+  ASSERT_EQ(io.outcome, Outcome::kMoved);
+  ASSERT_EQ(io.bytes, 24u);
+  EXPECT_FALSE(io.drained) << "four bytes were still read ahead";
+  io = right.read(got.data() + 24, 4);
+  ASSERT_EQ(io.outcome, Outcome::kMoved);
+  ASSERT_EQ(io.bytes, 4u);
+  EXPECT_TRUE(io.drained) << "the socket had nothing more";
+  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + 28), frame);
+  EXPECT_EQ(right.read(got.data(), 1).outcome, Outcome::kBlocked);
+
+  // A read that takes all the socket has straight into the caller's buffer.
+  const std::vector<uint8_t> small = pattern(10, 2);
+  ASSERT_NO_FATAL_FAILURE(send_all_of(a.fd(), small));
+  ASSERT_TRUE(arrived(10));
+  io = right.read(got.data(), 100);
+  ASSERT_EQ(io.outcome, Outcome::kMoved);
+  ASSERT_EQ(io.bytes, 10u);
+  EXPECT_TRUE(io.drained);
+  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + 10), small);
+
+  // More than a read has room for (what it asked, and what it reads
+  // ahead): the socket may hold more, so not drained, until the last piece.
+  const std::vector<uint8_t> large = pattern(40000, 3);
+  ASSERT_NO_FATAL_FAILURE(send_all_of(a.fd(), large));
+  ASSERT_TRUE(arrived(large.size()));
+  io = right.read(got.data(), 1000);
+  ASSERT_EQ(io.outcome, Outcome::kMoved);
+  ASSERT_EQ(io.bytes, 1000u);
+  EXPECT_FALSE(io.drained) << "1000 bytes asked and 8 KiB read ahead of 40000";
+  size_t have = io.bytes;
+  while (have < large.size()) {
+    io = right.read(got.data() + have, large.size() - have);
+    ASSERT_EQ(io.outcome, Outcome::kMoved) << "at byte " << have;
+    have += io.bytes;
+    EXPECT_EQ(io.drained, have == large.size()) << "at byte " << have;
+  }
+  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + static_cast<long>(have)), large);
 }
 
 // pacing_of reads a socket's SO_MAX_PACING_RATE (~0: not paced).

@@ -100,7 +100,7 @@ LinkIo TcpLink::read(void* out, size_t n) {
     const size_t m = std::min(n, ahead_end_ - ahead_at_);
     std::memcpy(out, ahead_.get() + ahead_at_, m);
     ahead_at_ += m;
-    return LinkIo::moved(m);
+    return LinkIo::moved(m, ahead_at_ == ahead_end_ && ahead_emptied_socket_);
   }
   if (!ahead_) ahead_ = std::make_unique<uint8_t[]>(kReadAheadBytes);
   iovec iov[2] = {{out, n}, {ahead_.get(), kReadAheadBytes}};
@@ -111,9 +111,12 @@ LinkIo TcpLink::read(void* out, size_t n) {
     const ssize_t got = ::recvmsg(socket_.fd(), &msg, MSG_DONTWAIT);
     if (got > 0) {
       const auto bytes = static_cast<size_t>(got);
-      if (bytes <= n) return LinkIo::moved(bytes);
+      // Less than it had room for: the socket had no more.
+      const bool emptied = bytes < n + kReadAheadBytes;
+      if (bytes <= n) return LinkIo::moved(bytes, emptied);
       ahead_at_ = 0;
       ahead_end_ = bytes - n;  // the rest went into ahead_
+      ahead_emptied_socket_ = emptied;
       return LinkIo::moved(n);
     }
     if (got == 0) return LinkIo::ended();

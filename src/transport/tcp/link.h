@@ -66,6 +66,10 @@ class TcpLink : public Link {
   std::unique_ptr<uint8_t[]> ahead_;  // made at the first read
   size_t ahead_at_ = 0;               // next byte of ahead_ to hand out
   size_t ahead_end_ = 0;              // ahead_ holds bytes [ahead_at_, ahead_end_)
+  // ahead_emptied_socket_: the recvmsg(2) that filled ahead_ took less than
+  // it had room for, so the socket was empty after it: the read that hands
+  // out ahead_'s last byte says drained (LinkIo).
+  bool ahead_emptied_socket_ = false;
 
   Socket socket_;
   std::string address_;
