@@ -1,10 +1,11 @@
 # Used by scripts/test: the trees whose tests run after build/'s (the
-# fuzzer's, build-asan/, build-tsan/) build in the background while build/'s
-# tests run, at idle priority. Source it after common.sh and sanitizers.sh.
+# fuzzer's, build-asan/, build-tsan/) build in the background, at idle
+# priority, while build/ builds and its tests run. Source it after
+# common.sh and sanitizers.sh.
 #
-# Why: build/'s ctest keeps the 2 cores only about three quarters busy
-# (many tests wait on processes, sockets and timeouts), and each later
-# stage's tests leave some of a core too. Under SCHED_IDLE a build gets
+# Why: build/'s ctest keeps the 2 cores only about 70% busy (many tests
+# wait on processes, sockets and timeouts), its build leaves a core idle in
+# its serial stretches, and the ASan run leaves a quarter of the cores. Under SCHED_IDLE a build gets
 # only the CPU that nothing else wants, so the tests beside it run as they
 # would alone (a waking test preempts the build at once), and every step
 # builds what it can in the time the stage before it leaves.
@@ -52,9 +53,13 @@ start_side_builds() {
 }
 
 # stop_side_builds ends the background builds, compilers included, if they
-# still run.
+# still run: only while the process of that number is still this shell's
+# child, since a number whose process ended may be another's by now.
 stop_side_builds() {
-  [ -n "$side_builds_pid" ] && kill_process_tree "$side_builds_pid"
+  [ -n "$side_builds_pid" ] || return 0
+  local parent
+  parent="$(cut -d' ' -f4 /proc/"$side_builds_pid"/stat 2>/dev/null)"
+  [ "$parent" = "$$" ] && kill_process_tree "$side_builds_pid"
   return 0
 }
 
