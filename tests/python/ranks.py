@@ -20,6 +20,7 @@ time)."""
 
 import datetime
 import os
+import queue
 import socket
 import sys
 
@@ -42,8 +43,10 @@ def _entry(rank, size, port, fn, results, backend, env):
     import cohort_torch  # noqa: F401  (registers the backend; preloaded by the fork server)
 
     torch.set_num_threads(1)
-    dist.init_process_group(backend, rank=rank, world_size=size, timeout=datetime.timedelta(seconds=60))
     try:
+        # Inside: a rank whose init fails says why at once, where the parent
+        # would otherwise wait out its timeout for a result that never comes.
+        dist.init_process_group(backend, rank=rank, world_size=size, timeout=datetime.timedelta(seconds=60))
         results.put((rank, fn(rank, size)))
     except BaseException as e:  # the parent reports it, with the rank
         results.put((rank, f"error: {type(e).__name__}: {e}"))
@@ -91,7 +94,12 @@ def run_ranks(fn, size, backend="cohort", killed=(), env=None):
     out = {}
     try:
         for _ in range(size - len(killed)):
-            rank, value = results.get(timeout=120)
+            try:
+                rank, value = results.get(timeout=120)
+            except queue.Empty:
+                states = ", ".join(f"rank {r}: " + ("still running" if p.is_alive() else f"exit code {p.exitcode}")
+                                   for r, p in enumerate(procs) if r not in out)
+                raise AssertionError(f"no result within 120 s from ranks that owe one ({states})") from None
             out[rank] = value
     finally:
         for p in procs:
