@@ -21,17 +21,9 @@ Engine::Engine(int rank, int size, std::vector<std::unique_ptr<Link>> links,
       spin_bare_(options.spin_bare),
       link_bytes_per_second_(options.link_bytes_per_second),
       lost_(new std::atomic<bool>[static_cast<size_t>(size)]()),
-      doorbell_fd_(options.doorbell_fd) {
-  all_user_space_ = size > 1;
-  for (int q = 0; q < size; ++q) {
-    peers_[q].link = std::move(links[static_cast<size_t>(q)]);
-    if (!peers_[q].link) continue;
-    if (peers_[q].link->moves_in_user_space()) {
-      any_user_space_ = true;
-    } else {
-      all_user_space_ = false;
-    }
-  }
+      links_(*this, options.doorbell_fd) {
+  for (int q = 0; q < size; ++q) peers_[q].link = std::move(links[static_cast<size_t>(q)]);
+  links_.count_links();
   spin_us_ = static_cast<size_t>(std::max<int64_t>(0, config_int(knobs::kTcpSpinUs)));
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }

@@ -30,6 +30,7 @@
 #include "transport/fifo.h"
 #include "transport/frame.h"
 #include "transport/link.h"
+#include "transport/link_loop.h"
 #include "transport/transport.h"
 
 namespace cohort {
@@ -193,24 +194,27 @@ class Engine : public Transport {
   bool drive(Finished finished, Deadline until, bool stop_on_wake);
   // move_user_space_links moves what the shared-memory links can move now.
   void move_user_space_links();
-  // serve_ready handles peer q's descriptor that poll(2) found ready.
-  void serve_ready(int peer, short revents);
   // drive's steps, defined inline in progress_loop.cc (its only user).
-  // fill_poll_table fills fds_ for one turn: the doorbell (fd_peer_ -1)
-  // and the links' descriptors (whose they are in fd_peer_), then the
-  // acceptor's, then wake_fd_ last; returns the index of the acceptor's
-  // first.
-  inline size_t fill_poll_table();
-  // ask_for_doorbells asks every user-space link's peer to ring before this
-  // thread sleeps; true when one has bytes waiting already (do not sleep).
-  // cancel_doorbells withdraws the request once awake.
-  inline bool ask_for_doorbells();
-  inline void cancel_doorbells();
+  // fill_poll_table fills table_ for one turn: the doorbell and the links
+  // (links_), then the acceptor's descriptors, then wake_fd_ last.
+  inline void fill_poll_table();
   // drain_wake_fd consumes wake()'s and interrupt()'s count.
   inline void drain_wake_fd();
-  // serve_ready_fds handles what poll(2) found ready: the links' entries
-  // of fds_ before accepting_from, then the acceptor's `accepting`.
-  inline void serve_ready_fds(size_t accepting_from, size_t accepting);
+  // serve_ready_fds handles what poll(2) found ready: the doorbell and the
+  // links, then the acceptor's `accepting` entries.
+  inline void serve_ready_fds(size_t accepting);
+
+  // What links_ (link_loop.h) asks of its driver.
+  friend class LinkLoop<Engine>;
+  int peer_count() const { return size_; }
+  Link* watched_link(int q) const {
+    const Peer& p = peers_[static_cast<size_t>(q)];
+    return p.link && p.closed.ok() ? p.link.get() : nullptr;
+  }
+  bool has_sends(int q) const { return !peers_[static_cast<size_t>(q)].sends.empty(); }
+  // serve_link handles peer q's descriptor that poll(2) found ready.
+  void serve_link(int q, short revents);
+  bool stops_serving() const { return !failed_.ok(); }
 
   // failure_relay.cc
   // fail completes every pending request with `status` and refuses new
@@ -235,8 +239,6 @@ class Engine : public Transport {
   double ranks_per_cpu_;
   bool spin_bare_ = false;
   uint64_t link_bytes_per_second_ = 0;  // pace_by_share's; 0: unknown
-  bool any_user_space_ = false;         // some link moves bytes without system calls
-  bool all_user_space_ = false;         // every link does
   // lost_[q]: q's link ended while this rank was healthy (read by other
   // threads through lost_peers()).
   std::unique_ptr<std::atomic<bool>[]> lost_;
@@ -249,13 +251,14 @@ class Engine : public Transport {
   std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> spare_;  // capacity, buffer
   size_t spin_us_ = 0;
   int wake_fd_ = -1;               // eventfd written by wake() and interrupt()
-  int doorbell_fd_ = -1;           // EngineOptions::doorbell_fd
+  // Waiting on every link at once: the doorbell (EngineOptions::doorbell_fd)
+  // and the links, and which of them move in user space.
+  LinkLoop<Engine> links_;
   Status failed_;                  // once set, every request fails with it
   uint64_t user_space_moves_ = 0;  // counts link passes that moved bytes without a system call
-  // progress_loop.cc's poll(2) table and what each entry stands for,
-  // kept between turns so that a turn allocates nothing.
-  std::vector<pollfd> fds_;
-  std::vector<int> fd_peer_;
+  // progress_loop.cc's poll(2) table, kept between turns so that a turn
+  // allocates nothing.
+  PollTable table_;
   std::vector<int> became_ready_;
 
   std::mutex interrupt_mu_;

@@ -28,7 +28,7 @@ void Engine::move_user_space_links() {
   }
 }
 
-void Engine::serve_ready(int q, short revents) {
+void Engine::serve_link(int q, short revents) {
   Peer& p = peers_[q];
   if (!p.closed.ok()) return;
   const bool was_ready = p.link->ready();
@@ -52,44 +52,10 @@ void Engine::serve_ready(int q, short revents) {
 // inline into it: as separate calls (which is what GCC chose for a plain
 // `inline`) they would put a call per turn on a small message's path.
 
-[[gnu::always_inline]] inline size_t Engine::fill_poll_table() {
-  fds_.clear();
-  fd_peer_.clear();
-  if (doorbell_fd_ >= 0) {
-    fds_.push_back(pollfd{doorbell_fd_, POLLIN, 0});
-    fd_peer_.push_back(-1);
-  }
-  for (int q = 0; q < size_; ++q) {
-    const Peer& p = peers_[q];
-    if (!p.link || !p.closed.ok()) continue;
-    const LinkPoll watch = p.link->poll(!p.sends.empty());
-    if (watch.fd < 0) continue;
-    fds_.push_back(pollfd{watch.fd, watch.events, 0});
-    fd_peer_.push_back(q);
-  }
-  const size_t accepting_from = fds_.size();
-  if (acceptor_) acceptor_->watch(fds_);
-  fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
-  return accepting_from;
-}
-
-[[gnu::always_inline]] inline bool Engine::ask_for_doorbells() {
-  // A peer that wrote just before it saw the request is not missed: both
-  // sides order their flag and ring accesses with full fences, and the
-  // caller looks once more before it sleeps. Every link is asked, even
-  // once one has bytes waiting.
-  bool bytes_waiting = false;
-  for (Peer& p : peers_) {
-    if (!p.link || !p.link->moves_in_user_space() || !p.closed.ok()) continue;
-    if (p.link->about_to_sleep(!p.sends.empty())) bytes_waiting = true;
-  }
-  return bytes_waiting;
-}
-
-[[gnu::always_inline]] inline void Engine::cancel_doorbells() {
-  for (Peer& p : peers_) {
-    if (p.link && p.link->moves_in_user_space()) p.link->awake();
-  }
+[[gnu::always_inline]] inline void Engine::fill_poll_table() {
+  links_.fill(table_);
+  if (acceptor_) acceptor_->watch(table_.fds);
+  table_.fds.push_back(pollfd{wake_fd_, POLLIN, 0});
 }
 
 [[gnu::always_inline]] inline void Engine::drain_wake_fd() {
@@ -98,18 +64,13 @@ void Engine::serve_ready(int q, short revents) {
   (void)ignored;
 }
 
-[[gnu::always_inline]] inline void Engine::serve_ready_fds(size_t accepting_from, size_t accepting) {
-  for (size_t i = 0; i < accepting_from && failed_.ok(); ++i) {
-    if (!fds_[i].revents) continue;
-    if (fd_peer_[i] < 0) {
-      drain_wake_ups(fds_[i].fd);  // the turn's move_user_space_links reads what it rang for
-    } else {
-      serve_ready(fd_peer_[i], fds_[i].revents);
-    }
-  }
+[[gnu::always_inline]] inline void Engine::serve_ready_fds(size_t accepting) {
+  // A rung doorbell needs nothing more: the turn's move_user_space_links
+  // reads what it rang for.
+  (void)links_.serve(table_);
   if (accepting && failed_.ok()) {
     became_ready_.clear();
-    Status st = acceptor_->on_ready(&fds_[accepting_from], accepting, &became_ready_);
+    Status st = acceptor_->on_ready(&table_.fds[table_.links_end], accepting, &became_ready_);
     if (!st.ok()) fail(st);
     // A link the acceptor just connected may have sends queued for it.
     for (size_t i = 0; i < became_ready_.size() && failed_.ok(); ++i) {
@@ -131,33 +92,31 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
   // and each read costs ~25 ns here.
   Clock::time_point now = Clock::now();
   spell.restart(now);
-  uint32_t iteration = 0, turn = 0;
+  uint32_t turn = 0;
   for (;;) {
     if (finished() || !failed_.ok()) return true;
-    if (any_user_space_) {
+    if (links_.any_user_space()) {
       const uint64_t before = user_space_moves_;
       move_user_space_links();
       if (user_space_moves_ != before) spell.restart(now);
       if (finished() || !failed_.ok()) return true;
     }
-    const size_t accepting_from = fill_poll_table();
-    const size_t n = fds_.size();  // the last entry is wake_fd_
+    fill_poll_table();
+    const size_t n = table_.fds.size();  // the last entry is wake_fd_
     const QuietSpell::Phase phase = spell.phase(now);
     int timeout = phase != QuietSpell::Phase::kSleep
                       ? 0
                       : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
     // About to sleep: ask the user-space links' peers for a doorbell, then
     // look once more (the poll below, not sleeping if bytes came).
-    const bool asked_for_doorbells = timeout != 0 && any_user_space_;
-    if (asked_for_doorbells && ask_for_doorbells()) timeout = 0;
+    const bool asked_for_doorbells = timeout != 0 && links_.any_user_space();
+    if (asked_for_doorbells && links_.ask_for_doorbells()) timeout = 0;
     int rc = 0;
-    // Spinning on user-space links alone: the descriptors need a look only
-    // now and then.
-    if (timeout != 0 || !all_user_space_ || (++iteration & 15) == 0) rc = ::poll(fds_.data(), n, timeout);
+    if (links_.looks_this_turn(timeout)) rc = ::poll(table_.fds.data(), n, timeout);
     // After a sleep the turn's clock reading is stale by the sleep: what
     // woke it must push the end of the spin out from now, not from then.
     if (timeout != 0) now = Clock::now();
-    if (asked_for_doorbells) cancel_doorbells();
+    if (asked_for_doorbells) links_.cancel_doorbells();
     if (rc < 0 && errno != EINTR) {
       fail(network_error(std::string("poll failed: ") + std::strerror(errno)));
       continue;
@@ -166,7 +125,7 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     // runnable threads (other ranks on an oversubscribed host) have the
     // core before polling again.
     if (rc == 0 && timeout == 0 && phase != QuietSpell::Phase::kBareSpin) sched_yield();
-    const bool woken = rc > 0 && fds_[n - 1].revents;
+    const bool woken = rc > 0 && table_.fds[n - 1].revents;
     if (woken) {
       drain_wake_fd();
       if (interrupted_.load()) {
@@ -184,7 +143,7 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     }
     if (rc > (woken ? 1 : 0)) {
       spell.restart(now);
-      serve_ready_fds(accepting_from, n - 1 - accepting_from);
+      serve_ready_fds(n - 1 - table_.links_end);
     }
     now = Clock::now();
     // Deadlines are looked at in the first turn of every call (a one-turn
@@ -199,19 +158,22 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
 Status Engine::poll_health() {
   check_interrupt();
   if (!failed_.ok()) return failed_;
-  fds_.clear();
-  fd_peer_.clear();
+  // The links' descriptors alone, for reading: a look, not a turn.
+  std::vector<pollfd>& fds = table_.fds;
+  std::vector<int>& owner = table_.owner;
+  fds.clear();
+  owner.clear();
   for (int q = 0; q < size_; ++q) {
     const Peer& p = peers_[q];
     if (!p.link || !p.closed.ok() || !p.link->ready()) continue;
     const LinkPoll watch = p.link->poll(false);
     if (watch.fd < 0) continue;
-    fds_.push_back(pollfd{watch.fd, POLLIN, 0});
-    fd_peer_.push_back(q);
+    fds.push_back(pollfd{watch.fd, POLLIN, 0});
+    owner.push_back(q);
   }
-  if (!fds_.empty() && ::poll(fds_.data(), fds_.size(), 0) > 0) {
-    for (size_t i = 0; i < fds_.size() && failed_.ok(); ++i) {
-      if (fds_[i].revents) serve_ready(fd_peer_[i], fds_[i].revents & ~POLLOUT);
+  if (!fds.empty() && ::poll(fds.data(), fds.size(), 0) > 0) {
+    for (size_t i = 0; i < fds.size() && failed_.ok(); ++i) {
+      if (fds[i].revents) serve_link(owner[i], fds[i].revents & ~POLLOUT);
     }
   }
   for (int q = 0; q < size_ && failed_.ok(); ++q) {

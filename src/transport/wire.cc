@@ -75,14 +75,14 @@ MessageWire::MessageWire(int rank, int size, std::vector<std::unique_ptr<Link>> 
       peers_(static_cast<size_t>(size)),
       arena_(std::move(arena)),
       spin_bare_(spin_bare),
-      doorbell_fd_(doorbell_fd),
       addresses_(std::move(addresses)),
+      links_(*this, doorbell_fd),
       lost_(new std::atomic<bool>[static_cast<size_t>(size)]) {
   for (int q = 0; q < size; ++q) {
     peers_[q].link = std::move(links[q]);
     lost_[q].store(false);
-    if (peers_[q].link && !peers_[q].link->moves_in_user_space()) all_user_space_ = false;
   }
+  links_.count_links();
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
@@ -366,24 +366,6 @@ bool MessageWire::read_from(int peer, bool* moved) {
   return true;
 }
 
-void MessageWire::collect_fds(bool with_wake, std::vector<pollfd>& fds, std::vector<int>& fd_peer) {
-  fds.clear();
-  fd_peer.clear();
-  if (doorbell_fd_ >= 0) {
-    fds.push_back(pollfd{doorbell_fd_, POLLIN, 0});
-    fd_peer.push_back(-1);
-  }
-  for (int q = 0; q < size_; ++q) {
-    const Peer& p = peers_[q];
-    if (!p.link || p.lost) continue;
-    const LinkPoll watch = p.link->poll(p.has_sends.load(std::memory_order_relaxed));
-    if (watch.fd < 0) continue;
-    fds.push_back(pollfd{watch.fd, watch.events, 0});
-    fd_peer.push_back(q);
-  }
-  if (with_wake) fds.push_back(pollfd{wake_fd_, POLLIN, 0});
-}
-
 bool MessageWire::move_locked() {
   bool moved = false;
   for (int q = 0; q < size_; ++q) {
@@ -395,28 +377,17 @@ bool MessageWire::move_locked() {
   return moved;
 }
 
-void MessageWire::serve_locked(const std::vector<pollfd>& fds, const std::vector<int>& fd_peer,
-                               size_t peers_polled, bool* moved) {
-  for (size_t i = 0; i < peers_polled; ++i) {
-    const short revents = fds[i].revents;
-    if (!revents) continue;
-    const int q = fd_peer[i];
-    if (q < 0) {
-      drain_wake_ups(fds[i].fd);  // shared memory rang: move_locked reads it
-      *moved = true;
-      continue;
-    }
-    Peer& p = peers_[q];
-    if (p.lost) continue;
-    bool became_ready = false;
-    Status st = p.link->on_ready(revents, &became_ready);
-    if (!st.ok()) {
-      lose(q, st);
-      continue;
-    }
-    if ((revents & POLLOUT) && p.has_sends.load() && !write_to(q, moved)) continue;
-    if (revents & (POLLIN | POLLERR | POLLHUP)) read_from(q, moved);
-  }
+void MessageWire::serve_link(int q, short revents) {
+  Peer& p = peers_[q];
+  if (p.lost) return;
+  bool became_ready = false;
+  Status st = p.link->on_ready(revents, &became_ready);
+  if (!st.ok()) return lose(q, st);
+  // Whoever serves counts the turn as one that moved (poll(2) found
+  // something), so what each call moved needs no keeping.
+  bool moved = false;
+  if ((revents & POLLOUT) && p.has_sends.load() && !write_to(q, &moved)) return;
+  if (revents & (POLLIN | POLLERR | POLLHUP)) read_from(q, &moved);
 }
 
 bool MessageWire::drive_once() {
@@ -426,11 +397,11 @@ bool MessageWire::drive_once() {
   bool moved = move_locked();
   // Shared memory moves without system calls; sockets (and the ends of
   // shared-memory peers) need poll(2), now and then when all is shared.
-  if (!all_user_space_ || (++turn_ & 15) == 0) {
-    collect_fds(false, fds_, fd_peer_);
-    const int rc = fds_.empty() ? 0 : ::poll(fds_.data(), fds_.size(), 0);
+  if (links_.looks_this_turn(0)) {
+    links_.fill(table_);
+    const int rc = table_.fds.empty() ? 0 : ::poll(table_.fds.data(), table_.fds.size(), 0);
     if (rc > 0) {
-      serve_locked(fds_, fd_peer_, fds_.size(), &moved);
+      (void)links_.serve(table_);  // a rung doorbell: the next move reads it
       moved = true;
     }
   }
@@ -443,9 +414,7 @@ void MessageWire::enter_driving() {
   // not ring this process's doorbell (a system call per message) for the
   // wire's thread, which stays out of the way until the drivers leave.
   std::lock_guard<std::mutex> lock(drive_mu_);
-  for (Peer& p : peers_) {
-    if (p.link && !p.lost && p.link->moves_in_user_space()) p.link->awake();
-  }
+  links_.cancel_doorbells();
 }
 
 void MessageWire::leave_driving(bool hand_back) {
@@ -462,12 +431,7 @@ void MessageWire::leave_driving(bool hand_back) {
   }
   std::lock_guard<std::mutex> lock(drive_mu_);
   if (!asleep_.load(std::memory_order_seq_cst)) return;
-  bool waiting = false;
-  for (Peer& p : peers_) {
-    if (!p.link || p.lost || !p.link->moves_in_user_space()) continue;
-    waiting |= p.link->about_to_sleep(p.has_sends.load(std::memory_order_relaxed));
-  }
-  if (waiting) ring();
+  if (links_.ask_for_doorbells()) ring();
 }
 
 // The helpers below are run()'s steps, one turn of its loop each; they are
@@ -488,44 +452,31 @@ void MessageWire::leave_driving(bool hand_back) {
     if (p.has_sends.load(std::memory_order_seq_cst)) stay_awake = true;
   }
   if (stop_.load(std::memory_order_acquire) || drivers_.load() > 0) stay_awake = true;
-  if (any_user_space) {
-    for (Peer& p : peers_) {
-      if (!p.link || p.lost || !p.link->moves_in_user_space()) continue;
-      if (p.link->about_to_sleep(p.has_sends.load(std::memory_order_relaxed))) stay_awake = true;
-    }
-  }
+  if (any_user_space && links_.ask_for_doorbells()) stay_awake = true;
   return !stay_awake;
 }
 
 [[gnu::always_inline]] inline int MessageWire::poll_for_events(std::unique_lock<std::mutex>& lock,
-                                                                std::vector<pollfd>& fds, int timeout) {
-  if (timeout != 0) {
-    // Asleep without the wire: a thread that comes to drive it may.
-    lock.unlock();
-    const int rc = ::poll(fds.data(), fds.size(), timeout);
-    lock.lock();
-    return rc;
-  }
-  // Spinning over shared memory alone, the descriptors (doorbells, ends,
-  // the wake-up) need a look only now and then: a poll(2) per turn would
-  // cost more than the turn.
-  if (!all_user_space_ || (++turn_ & 15) == 0) return ::poll(fds.data(), fds.size(), 0);
-  return 0;
+                                                                PollTable& t, int timeout) {
+  if (!links_.looks_this_turn(timeout)) return 0;
+  if (timeout == 0) return ::poll(t.fds.data(), t.fds.size(), 0);
+  // Asleep without the wire: a thread that comes to drive it may.
+  lock.unlock();
+  const int rc = ::poll(t.fds.data(), t.fds.size(), timeout);
+  lock.lock();
+  return rc;
 }
 
 [[gnu::always_inline]] inline void MessageWire::cancel_sleep() {
   if (!asleep_.load(std::memory_order_relaxed)) return;
   asleep_.store(false, std::memory_order_relaxed);
-  for (Peer& p : peers_) {
-    if (p.link && p.link->moves_in_user_space()) p.link->awake();
-  }
+  links_.cancel_doorbells();
 }
 
 void MessageWire::run() {
   const auto budget =
       std::chrono::microseconds(std::max<int64_t>(0, config_int(knobs::kTcpSpinUs)));
-  bool any_user_space = false;
-  for (const Peer& p : peers_) any_user_space |= p.link && p.link->moves_in_user_space();
+  const bool any_user_space = links_.any_user_space();
   // A permit to spin is taken for each busy spell and given back before a
   // sleep: a wire that idles for minutes must not keep the process's
   // collectives from spinning.
@@ -543,8 +494,7 @@ void MessageWire::run() {
   };
   // This thread's own table: it polls it with the wire let go, while a
   // driver may be using the shared one.
-  std::vector<pollfd> fds;
-  std::vector<int> fd_peer;
+  PollTable table;
   while (!stop_.load(std::memory_order_acquire)) {
     // Another thread of this process drives the wire (a caller waiting for
     // its answer, an idle worker thread): it reads what comes and runs it
@@ -564,15 +514,15 @@ void MessageWire::run() {
     std::unique_lock<std::mutex> lock(drive_mu_);
     bool moved = move_locked();
     if (moved) spell.restart(now);
-    collect_fds(true, fds, fd_peer);
-    const size_t peers_polled = fds.size() - 1;
+    links_.fill(table);
+    table.fds.push_back(pollfd{wake_fd_, POLLIN, 0});
     const QuietSpell::Phase phase = spell.phase(now);
     int timeout = phase == QuietSpell::Phase::kSleep ? -1 : 0;
     if (timeout != 0) {
       if (!announce_sleep(any_user_space)) timeout = 0;
       if (timeout != 0) permit.reset();
     }
-    const int rc = poll_for_events(lock, fds, timeout);
+    const int rc = poll_for_events(lock, table, timeout);
     cancel_sleep();
     if (!permit) start_spell(budget, spin_bare_);
     if (rc < 0 && errno != EINTR) {
@@ -580,8 +530,8 @@ void MessageWire::run() {
       continue;
     }
     if (rc > 0) {
-      if (fds.back().revents) drain_eventfd(wake_fd_);
-      serve_locked(fds, fd_peer, peers_polled, &moved);
+      if (table.fds.back().revents) drain_eventfd(wake_fd_);
+      (void)links_.serve(table);  // a rung doorbell: the next move reads it
       spell.restart(now);
     }
     lock.unlock();

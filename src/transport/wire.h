@@ -7,7 +7,7 @@
 // nobody waited for, of a size only its sender knew, and a worker that
 // dies fails only what depended on it while the others go on calling each
 // other. So the wire drives the same links with its own thread and its
-// own framing:
+// own framing, and waits on them as the engine does (link_loop.h):
 //
 //   WireHeader | head (head_bytes) | body (body_bytes)
 //
@@ -34,6 +34,7 @@
 #include "common/deadline.h"
 #include "common/status.h"
 #include "transport/link.h"
+#include "transport/link_loop.h"
 
 namespace cohort {
 namespace shm {
@@ -164,18 +165,27 @@ class MessageWire {
   // once awake.
   inline bool announce_sleep(bool any_user_space);
   inline void cancel_sleep();
-  // poll_for_events polls `fds`: with `lock` let go when it may sleep
-  // (`timeout` not 0), else without sleeping, and then only every 16th
-  // turn when every link is in shared memory. Returns what poll(2)
-  // returned, or 0 for a turn without a look.
-  inline int poll_for_events(std::unique_lock<std::mutex>& lock, std::vector<pollfd>& fds, int timeout);
+  // poll_for_events polls `t`: with `lock` let go when it may sleep
+  // (`timeout` not 0), else without sleeping, and then only when the
+  // links' loop says this turn looks. Returns what poll(2) returned, or 0
+  // for a turn without a look.
+  inline int poll_for_events(std::unique_lock<std::mutex>& lock, PollTable& t, int timeout);
   // With drive_mu_ held: move what the links can move now (queued sends,
-  // shared-memory reads); gather what poll(2) should watch; handle what it
-  // found for the first `peers_polled` entries.
+  // shared-memory reads).
   bool move_locked();
-  void collect_fds(bool with_wake, std::vector<pollfd>& fds, std::vector<int>& fd_peer);
-  void serve_locked(const std::vector<pollfd>& fds, const std::vector<int>& fd_peer, size_t peers_polled,
-                    bool* moved);
+
+  // What links_ (link_loop.h) asks of its driver; with drive_mu_ held.
+  friend class LinkLoop<MessageWire>;
+  int peer_count() const { return size_; }
+  Link* watched_link(int q) const {
+    const Peer& p = peers_[static_cast<size_t>(q)];
+    return p.link && !p.lost ? p.link.get() : nullptr;
+  }
+  bool has_sends(int q) const { return peers_[static_cast<size_t>(q)].has_sends.load(std::memory_order_relaxed); }
+  // serve_link handles peer q's descriptor that poll(2) found ready: a
+  // broken link loses that peer alone.
+  void serve_link(int q, short revents);
+  bool stops_serving() const { return false; }
   static Outgoing prepare(OutMessage m);
   void queue(int peer, OutMessage m);
   // write_locked writes what it can of peer's queue (send_mu held); false
@@ -193,7 +203,6 @@ class MessageWire {
   std::vector<Peer> peers_;
   std::shared_ptr<shm::Arena> arena_;
   bool spin_bare_;
-  int doorbell_fd_ = -1;  // shared memory's, for all its links (EngineOptions::doorbell_fd)
   std::vector<std::string> addresses_;
   WireHandler* handler_ = nullptr;
   std::thread thread_;
@@ -202,10 +211,10 @@ class MessageWire {
   std::atomic<bool> stop_{false};
   std::atomic<bool> asleep_{false};
   std::mutex drive_mu_;  // held by whichever thread turns the wire
-  std::vector<pollfd> fds_;   // drive_once's table; guarded by drive_mu_
-  std::vector<int> fd_peer_;  // guarded by drive_mu_
-  uint32_t turn_ = 0;         // guarded by drive_mu_
-  bool all_user_space_ = true;  // every link moves in shared memory
+  // Waiting on every link at once: shared memory's doorbell (for all its
+  // links: EngineOptions::doorbell_fd) and the links; guarded by drive_mu_.
+  LinkLoop<MessageWire> links_;
+  PollTable table_;  // drive_once's; guarded by drive_mu_
   std::atomic<int> drivers_{0};
   std::atomic<bool> waiting_for_drivers_{false};
   std::unique_ptr<std::atomic<bool>[]> lost_;  // read by senders
