@@ -9,6 +9,11 @@ const std::string& Status::empty_message() {
   return *kEmpty;
 }
 
+const std::shared_ptr<const RelayedCause>& Status::no_cause() {
+  static const auto* const kNone = new std::shared_ptr<const RelayedCause>();  // never destroyed, as above
+  return *kNone;
+}
+
 void throw_status(const Status& status) {
   const std::string& m = status.message();
   switch (status.code()) {

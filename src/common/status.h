@@ -13,6 +13,8 @@
 
 namespace cohort {
 
+struct RelayedCause;  // common/relayed_cause.h
+
 // StatusCode maps one to one onto the public exception classes.
 enum class StatusCode {
   kOk,
@@ -24,16 +26,17 @@ enum class StatusCode {
   kBackendError,
 };
 
-// Status is a copyable error value: a code and a message for a person.
+// Status is a copyable error value: a code and a message for a person,
+// and, for a failure another rank relayed, its cause as fields.
 // [[nodiscard]]: a call whose Status nobody reads is an error lost; where
 // ignoring one is right, say why and cast it to void.
 class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message)
-      : code_(code), message_(std::make_unique<std::string>(std::move(message))) {}
+      : code_(code), detail_(std::make_unique<Detail>(Detail{std::move(message), nullptr})) {}
   Status(const Status& other) : code_(other.code_) {
-    if (other.message_) message_ = std::make_unique<std::string>(*other.message_);
+    if (other.detail_) detail_ = std::make_unique<Detail>(*other.detail_);
   }
   Status& operator=(const Status& other) {
     if (this != &other) *this = Status(other);
@@ -46,23 +49,40 @@ class [[nodiscard]] Status {
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
-  const std::string& message() const { return message_ ? *message_ : empty_message(); }
+  const std::string& message() const { return detail_ ? detail_->message : empty_message(); }
+  // cause: for a failure relayed from another rank, where it came from and
+  // its words as fields (relayed_cause.h), for relaying it on; else null.
+  const std::shared_ptr<const RelayedCause>& cause() const { return detail_ ? detail_->cause : no_cause(); }
 
-  // with_context returns this error with "context: " in front of the message.
+  // with_context returns this error with "context: " in front of the
+  // message (and the same cause).
   Status with_context(const std::string& context) const {
     if (ok()) return *this;
-    return Status(code_, context + ": " + message());
+    Status out(code_, context + ": " + message());
+    out.detail_->cause = cause();
+    return out;
+  }
+  // with_cause returns this error carrying `cause`.
+  Status with_cause(std::shared_ptr<const RelayedCause> cause) const {
+    Status out(*this);
+    if (out.detail_) out.detail_->cause = std::move(cause);
+    return out;
   }
 
  private:
   static const std::string& empty_message();
+  static const std::shared_ptr<const RelayedCause>& no_cause();
 
+  struct Detail {
+    std::string message;
+    std::shared_ptr<const RelayedCause> cause;
+  };
   StatusCode code_ = StatusCode::kOk;
   // The message lives on the heap, and only an error has one: a Status is
   // made and dropped several times by every operation, and an ok one is
   // then two words to set and a null test to destroy (a std::string inline
   // cost a few dozen instructions per operation).
-  std::unique_ptr<std::string> message_;
+  std::unique_ptr<Detail> detail_;
 };
 
 inline Status store_error(std::string m) {

@@ -3,12 +3,13 @@
 //
 // A rank that fails sends every peer the reason as a last frame and then
 // ends its links, so that the others fail at once naming the root cause
-// instead of waiting for their timeout, and relayed reasons keep naming
-// the rank that saw the cause first.
+// instead of waiting for their timeout. The reason travels as fields
+// (common/relayed_cause.h): relayed on, it keeps naming the rank that saw
+// the cause first, and each rank words it once, for itself.
 #include <algorithm>
 #include <cstring>
 
-#include "common/point_of_view.h"
+#include "common/relayed_cause.h"
 #include "transport/engine.h"
 
 namespace cohort {
@@ -24,15 +25,11 @@ void Engine::fail(const Status& status, bool tell_peers) {
   if (failed_.ok() && !tell_peers) failed_ = status;
   if (failed_.ok()) {
     failed_ = status;
-    // In words any rank can read ("this rank" is this one's number).
-    std::string text = as_said_by(status.message(), rank_);
-    if (text.find("(reported by rank ") == std::string::npos)
-      text += " (reported by rank " + std::to_string(rank_) + ")";
-    FrameHeader h{kFrameMagic, static_cast<uint32_t>(MessageKind::kFailure), 0, 1 + text.size()};
-    std::vector<uint8_t> frame(sizeof h + 1 + text.size());
+    const std::vector<uint8_t> cause = encode_cause(cause_to_relay(status, rank_));
+    FrameHeader h{kFrameMagic, static_cast<uint32_t>(MessageKind::kFailure), 0, cause.size()};
+    std::vector<uint8_t> frame(sizeof h + cause.size());
     std::memcpy(frame.data(), &h, sizeof h);
-    frame[sizeof h] = static_cast<uint8_t>(status.code());
-    std::memcpy(frame.data() + sizeof h + 1, text.data(), text.size());
+    std::memcpy(frame.data() + sizeof h, cause.data(), cause.size());
     const Deadline report_deadline = Deadline::after(std::chrono::milliseconds(100));
     for (int q = 0; q < size_; ++q) {
       Peer& p = peers_[q];

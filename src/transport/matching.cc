@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/point_of_view.h"
+#include "common/relayed_cause.h"
 #include "transport/engine.h"
 
 namespace cohort {
@@ -160,19 +160,14 @@ void Engine::finish_body(int q) {
   }
   p.body_is_unexpected = false;
   if (p.body_unexpected.kind == MessageKind::kFailure) {
-    // A peer failed and says why: fail the same way, naming the cause.
-    const uint8_t* b = p.body_unexpected.data.get();
-    const size_t n = p.body_unexpected.size;
-    StatusCode code = n == 0 ? StatusCode::kNetworkError : static_cast<StatusCode>(b[0]);
-    if (code != StatusCode::kTimeout && code != StatusCode::kDesync) code = StatusCode::kNetworkError;
-    std::string text =
-        n > 1 ? as_read_by(std::string(reinterpret_cast<const char*>(b) + 1, n - 1), rank_) : "a peer failed";
-    // What this rank itself was waiting for helps find the rank at the end
-    // of the chain (rank 0 waits for 2, which waits for the silent 1).
-    const std::string owed = owed_peers();
-    if (!owed.empty()) text += "; rank " + std::to_string(rank_) + " was itself " + owed;
+    // A peer failed and says why: fail the same way, naming the cause and
+    // what this rank itself was waiting for, which helps find the rank at
+    // the end of the chain (rank 0 waits for 2, which waits for the silent 1).
+    RelayedCause cause;
+    const bool readable = decode_cause(p.body_unexpected.data.get(), p.body_unexpected.size, &cause);
     give_back(std::move(p.body_unexpected.data), p.body_unexpected.capacity);
-    p.closed = Status(code, text);
+    p.closed = readable ? relayed_failure(std::move(cause), rank_, owed_peers())
+                        : network_error(peer_name(q) + " failed and sent a report of why that could not be read");
     fail(p.closed);
     return;
   }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/relayed_cause.h"
 #include "transport/memory_link.h"
 #include "transport/patterned_bytes.h"
 
@@ -497,6 +498,12 @@ TEST(Engine, AFailureOnOneRankFailsItsPeersExchangeWithTheSameReason) {
   EXPECT_EQ(relayed.code(), StatusCode::kTimeout) << relayed.message();
   EXPECT_TRUE(says(relayed, "the watchdog gave up on all_reduce #7 after 600 s (reported by rank 0)"));
   EXPECT_TRUE(says(relayed, "rank 1 was itself still waiting to receive from ranks [0]"));
+  // The cause came as fields, to be relayed on as they are.
+  ASSERT_NE(relayed.cause(), nullptr);
+  EXPECT_EQ(relayed.cause()->origin, 0);
+  EXPECT_EQ(relayed.cause()->text, reason.message());
+  ASSERT_EQ(relayed.cause()->waits.size(), 1u);
+  EXPECT_EQ(relayed.cause()->waits[0].rank, 1);
   EXPECT_TRUE(group.engine(1).lost_peers().empty()) << "a peer that said why it failed is not taken for lost";
 }
 
