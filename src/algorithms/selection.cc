@@ -203,7 +203,8 @@ std::string AlgorithmTable::describe() const {
       const Algorithm a = chosen_[c][k];
       int last = k;
       while (last + 1 <= kLastShown && chosen_[c][last + 1] == a) ++last;
-      const double top = static_cast<double>(class_end(last) - 1);
+      // A barrier moves no bytes: its price is its steps'.
+      const double top = collective == Collective::kBarrier ? 0.0 : static_cast<double>(class_end(last) - 1);
       double best = registry_entry(a).cost(collective, shape_, model_, top);
       std::string runner_up;
       double second = 0;
@@ -216,6 +217,10 @@ std::string AlgorithmTable::describe() const {
           << (last == kLastShown ? "" : size_text(class_end(last))) << "  " << algorithm_name(a) << "  ("
           << time_text(best);
       if (!runner_up.empty()) out << "; " << runner_up << " " << time_text(second);
+      // Taken by rule where measured faster than the model can tell
+      // (AlgorithmEntry::taken_on): a dearer prediction is not a mistake.
+      if (registry_entry(a).taken(shape_.topology) && !runner_up.empty() && second < best)
+        out << "; taken here whatever the model says: measured faster";
       out << ")\n";
       k = last + 1;
     }

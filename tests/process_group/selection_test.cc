@@ -116,6 +116,23 @@ TEST(AlgorithmSelection, ATableIsDecidedOncePerSizeClassAndSaysWhatItChose) {
   EXPECT_NE(text.find("  bruck  ("), std::string::npos) << text;
 }
 
+// On one host the table takes shm_direct by rule (measured faster than the
+// model tells at large sizes): its line says so where the runner-up's
+// prediction is lower, and a barrier, which moves no bytes, is priced by
+// its steps, not at a gigabyte.
+TEST(AlgorithmSelection, TheOneHostTableSaysWhatItTakesByRuleAndPricesABarrierByItsSteps) {
+  reset_config("COHORT_ALGO");
+  const std::string text = AlgorithmTable::for_config(GroupShape::of(4, 1)).describe();
+  const size_t all_reduce = text.find("all_reduce  0-  shm_direct  (");
+  ASSERT_NE(all_reduce, std::string::npos) << text;
+  const std::string line = text.substr(all_reduce, text.find('\n', all_reduce) - all_reduce);
+  EXPECT_NE(line.find("taken here whatever the model says"), std::string::npos) << line;
+  const size_t barrier = text.find("barrier  0-  shm_direct  (");
+  ASSERT_NE(barrier, std::string::npos) << text;
+  EXPECT_NE(text.find(" us;", barrier), std::string::npos) << "priced in microseconds, not at 1 GiB: " << text;
+  EXPECT_EQ(text.find(" ms;", barrier), std::string::npos) << text;
+}
+
 TEST(AlgorithmSelection, OverridesTakeSizeRangesAndRefuseWhatCannotRun) {
   set_config("COHORT_ALGO", "broadcast=binomial_tree,all_reduce=ring");
   EXPECT_EQ(choose_algorithm(Collective::kAllReduce, 4, 8).value(), Algorithm::kRing);
