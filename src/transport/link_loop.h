@@ -23,6 +23,7 @@
 
 #include <poll.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -126,6 +127,33 @@ class LinkLoop {
   // and then: a poll(2) per turn would cost more than the turn.
   [[gnu::always_inline]] bool looks_this_turn(int timeout_ms) {
     return timeout_ms != 0 || !all_user_space_ || (++turn_ & 15) == 0;
+  }
+
+  // Look is what one look at the table found: poll(2)'s answer (0 for a
+  // turn without a look), its errno when it failed, and whether the look
+  // could sleep.
+  struct Look {
+    int rc = 0;
+    int error = 0;
+    bool slept = false;
+  };
+  // look looks at `t` once, sleeping up to `timeout_ms` (0: not at all,
+  // -1: until something comes). Before a sleep it asks the user-space
+  // links' peers for a doorbell, and does not sleep when one already has
+  // bytes waiting; after it, it withdraws the request. `poll(fds, n, ms)`
+  // makes the call, so that a driver may let its lock go while it sleeps.
+  template <class Poll>
+  [[gnu::always_inline]] Look look(PollTable& t, int timeout_ms, Poll&& poll) {
+    const bool asked = timeout_ms != 0 && any_user_space_;
+    if (asked && ask_for_doorbells()) timeout_ms = 0;
+    Look out;
+    out.slept = timeout_ms != 0;
+    if (looks_this_turn(timeout_ms)) {
+      out.rc = poll(t.fds.data(), static_cast<nfds_t>(t.fds.size()), timeout_ms);
+      if (out.rc < 0) out.error = errno;
+    }
+    if (asked) cancel_doorbells();
+    return out;
   }
 
   // serve handles what poll(2) found ready among the doorbell and links

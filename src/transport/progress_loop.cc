@@ -104,27 +104,24 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     fill_poll_table();
     const size_t n = table_.fds.size();  // the last entry is wake_fd_
     const QuietSpell::Phase phase = spell.phase(now);
-    int timeout = phase != QuietSpell::Phase::kSleep
-                      ? 0
-                      : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
-    // About to sleep: ask the user-space links' peers for a doorbell, then
-    // look once more (the poll below, not sleeping if bytes came).
-    const bool asked_for_doorbells = timeout != 0 && links_.any_user_space();
-    if (asked_for_doorbells && links_.ask_for_doorbells()) timeout = 0;
-    int rc = 0;
-    if (links_.looks_this_turn(timeout)) rc = ::poll(table_.fds.data(), n, timeout);
+    const int timeout = phase != QuietSpell::Phase::kSleep
+                            ? 0
+                            : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
+    const auto seen = links_.look(table_, timeout, [](pollfd* fds, nfds_t count, int ms) {
+      return ::poll(fds, count, ms);
+    });
+    const int rc = seen.rc;
     // After a sleep the turn's clock reading is stale by the sleep: what
     // woke it must push the end of the spin out from now, not from then.
-    if (timeout != 0) now = Clock::now();
-    if (asked_for_doorbells) links_.cancel_doorbells();
-    if (rc < 0 && errno != EINTR) {
-      fail(network_error(std::string("poll failed: ") + std::strerror(errno)));
+    if (seen.slept) now = Clock::now();
+    if (rc < 0 && seen.error != EINTR) {
+      fail(network_error(std::string("poll failed: ") + std::strerror(seen.error)));
       continue;
     }
     // Nothing yet while spinning: past the spell's bare part, let other
     // runnable threads (other ranks on an oversubscribed host) have the
     // core before polling again.
-    if (rc == 0 && timeout == 0 && phase != QuietSpell::Phase::kBareSpin) sched_yield();
+    if (rc == 0 && !seen.slept && phase != QuietSpell::Phase::kBareSpin) sched_yield();
     const bool woken = rc > 0 && table_.fds[n - 1].revents;
     if (woken) {
       drain_wake_fd();

@@ -443,40 +443,22 @@ void MessageWire::leave_driving(bool hand_back) {
   waiting_for_drivers_.store(false, std::memory_order_relaxed);
 }
 
-[[gnu::always_inline]] inline bool MessageWire::announce_sleep(bool any_user_space) {
+[[gnu::always_inline]] inline bool MessageWire::announce_sleep() {
   // Said before the last look at the queues: a sender either finds this
-  // flag set and rings, or its queue is seen here.
+  // flag set and rings, or its queue is seen here. The shared-memory
+  // peers are asked for a doorbell by the look that sleeps (link_loop.h).
   asleep_.store(true, std::memory_order_seq_cst);
   bool stay_awake = false;
   for (const Peer& p : peers_) {
     if (p.has_sends.load(std::memory_order_seq_cst)) stay_awake = true;
   }
   if (stop_.load(std::memory_order_acquire) || drivers_.load() > 0) stay_awake = true;
-  if (any_user_space && links_.ask_for_doorbells()) stay_awake = true;
   return !stay_awake;
-}
-
-[[gnu::always_inline]] inline int MessageWire::poll_for_events(std::unique_lock<std::mutex>& lock,
-                                                                PollTable& t, int timeout) {
-  if (!links_.looks_this_turn(timeout)) return 0;
-  if (timeout == 0) return ::poll(t.fds.data(), t.fds.size(), 0);
-  // Asleep without the wire: a thread that comes to drive it may.
-  lock.unlock();
-  const int rc = ::poll(t.fds.data(), t.fds.size(), timeout);
-  lock.lock();
-  return rc;
-}
-
-[[gnu::always_inline]] inline void MessageWire::cancel_sleep() {
-  if (!asleep_.load(std::memory_order_relaxed)) return;
-  asleep_.store(false, std::memory_order_relaxed);
-  links_.cancel_doorbells();
 }
 
 void MessageWire::run() {
   const auto budget =
       std::chrono::microseconds(std::max<int64_t>(0, config_int(knobs::kTcpSpinUs)));
-  const bool any_user_space = links_.any_user_space();
   // A permit to spin is taken for each busy spell and given back before a
   // sleep: a wire that idles for minutes must not keep the process's
   // collectives from spinning.
@@ -519,14 +501,23 @@ void MessageWire::run() {
     const QuietSpell::Phase phase = spell.phase(now);
     int timeout = phase == QuietSpell::Phase::kSleep ? -1 : 0;
     if (timeout != 0) {
-      if (!announce_sleep(any_user_space)) timeout = 0;
+      if (!announce_sleep()) timeout = 0;
       if (timeout != 0) permit.reset();
     }
-    const int rc = poll_for_events(lock, table, timeout);
-    cancel_sleep();
+    const auto seen = links_.look(table, timeout, [&lock](pollfd* fds, nfds_t count, int ms) {
+      if (ms == 0) return ::poll(fds, count, 0);
+      // Asleep without the wire: a thread that comes to drive it may.
+      lock.unlock();
+      const int rc = ::poll(fds, count, ms);
+      lock.lock();
+      return rc;
+    });
+    const int rc = seen.rc;
+    // Senders read the flag on every send: write it only when it changes.
+    if (asleep_.load(std::memory_order_relaxed)) asleep_.store(false, std::memory_order_relaxed);
     if (!permit) start_spell(budget, spin_bare_);
-    if (rc < 0 && errno != EINTR) {
-      COHORT_LOG(kError) << "rpc wire: poll failed: " << std::strerror(errno);
+    if (rc < 0 && seen.error != EINTR) {
+      COHORT_LOG(kError) << "rpc wire: poll failed: " << std::strerror(seen.error);
       continue;
     }
     if (rc > 0) {
@@ -535,7 +526,7 @@ void MessageWire::run() {
       spell.restart(now);
     }
     lock.unlock();
-    if (rc == 0 && timeout == 0 && phase != QuietSpell::Phase::kBareSpin) sched_yield();
+    if (rc == 0 && !seen.slept && phase != QuietSpell::Phase::kBareSpin) sched_yield();
     now = Clock::now();
   }
 }

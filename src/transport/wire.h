@@ -159,17 +159,11 @@ class MessageWire {
   // wait_out_drivers sleeps up to kDriversLookMs while other threads drive
   // the wire (the last to leave rings).
   inline void wait_out_drivers();
-  // announce_sleep tells the senders and every shared-memory peer that
-  // this thread is about to sleep (they ring from now on); false when
-  // something is already waiting, so it must not. cancel_sleep undoes it
-  // once awake.
-  inline bool announce_sleep(bool any_user_space);
-  inline void cancel_sleep();
-  // poll_for_events polls `t`: with `lock` let go when it may sleep
-  // (`timeout` not 0), else without sleeping, and then only when the
-  // links' loop says this turn looks. Returns what poll(2) returned, or 0
-  // for a turn without a look.
-  inline int poll_for_events(std::unique_lock<std::mutex>& lock, PollTable& t, int timeout);
+  // announce_sleep tells the senders that this thread is about to sleep
+  // (they ring from now on); false when something is already waiting, so
+  // it must not. The links' look (link_loop.h) asks the shared-memory
+  // peers for their doorbell.
+  inline bool announce_sleep();
   // With drive_mu_ held: move what the links can move now (queued sends,
   // shared-memory reads).
   bool move_locked();
