@@ -122,11 +122,14 @@ class LinkLoop {
   }
 
   // looks_this_turn: whether a turn that sleeps for `timeout_ms` (0: does
-  // not sleep) calls poll(2). Spinning on user-space links alone, the
-  // descriptors (doorbell, the peers' ends, wake-ups) need a look only now
-  // and then: a poll(2) per turn would cost more than the turn.
-  [[gnu::always_inline]] bool looks_this_turn(int timeout_ms) {
-    return timeout_ms != 0 || !all_user_space_ || (++turn_ & 15) == 0;
+  // not sleep) calls poll(2); `turn` is the driver's count of its turns.
+  // Spinning on user-space links alone, the descriptors (doorbell, the
+  // peers' ends, wake-ups) need a look only every 16th turn: a poll(2) per
+  // turn would cost more than the turn. The engine counts from each call
+  // (a small message's exchange is over in fewer turns, and never polls),
+  // the wire from its start.
+  [[gnu::always_inline]] bool looks_this_turn(int timeout_ms, uint32_t& turn) const {
+    return timeout_ms != 0 || !all_user_space_ || (++turn & 15) == 0;
   }
 
   // Look is what one look at the table found: poll(2)'s answer (0 for a
@@ -140,15 +143,16 @@ class LinkLoop {
   // look looks at `t` once, sleeping up to `timeout_ms` (0: not at all,
   // -1: until something comes). Before a sleep it asks the user-space
   // links' peers for a doorbell, and does not sleep when one already has
-  // bytes waiting; after it, it withdraws the request. `poll(fds, n, ms)`
+  // bytes waiting; after it, it withdraws the request. `turn` is as
+  // looks_this_turn's. `poll(fds, n, ms)`
   // makes the call, so that a driver may let its lock go while it sleeps.
   template <class Poll>
-  [[gnu::always_inline]] Look look(PollTable& t, int timeout_ms, Poll&& poll) {
+  [[gnu::always_inline]] Look look(PollTable& t, int timeout_ms, uint32_t& turn, Poll&& poll) {
     const bool asked = timeout_ms != 0 && any_user_space_;
     if (asked && ask_for_doorbells()) timeout_ms = 0;
     Look out;
     out.slept = timeout_ms != 0;
-    if (looks_this_turn(timeout_ms)) {
+    if (looks_this_turn(timeout_ms, turn)) {
       out.rc = poll(t.fds.data(), static_cast<nfds_t>(t.fds.size()), timeout_ms);
       if (out.rc < 0) out.error = errno;
     }
@@ -178,7 +182,6 @@ class LinkLoop {
   const int doorbell_fd_;
   bool any_user_space_ = false;
   bool all_user_space_ = false;
-  uint32_t turn_ = 0;
 };
 
 }  // namespace cohort

@@ -92,7 +92,7 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
   // and each read costs ~25 ns here.
   Clock::time_point now = Clock::now();
   spell.restart(now);
-  uint32_t turn = 0;
+  uint32_t iteration = 0, turn = 0;
   for (;;) {
     if (finished() || !failed_.ok()) return true;
     if (links_.any_user_space()) {
@@ -107,7 +107,7 @@ bool Engine::drive(Finished finished, Deadline until, bool stop_on_wake) {
     const int timeout = phase != QuietSpell::Phase::kSleep
                             ? 0
                             : Deadline::sooner(until, earliest_deadline()).poll_timeout_ms();
-    const auto seen = links_.look(table_, timeout, [](pollfd* fds, nfds_t count, int ms) {
+    const auto seen = links_.look(table_, timeout, iteration, [](pollfd* fds, nfds_t count, int ms) {
       return ::poll(fds, count, ms);
     });
     const int rc = seen.rc;

@@ -397,7 +397,7 @@ bool MessageWire::drive_once() {
   bool moved = move_locked();
   // Shared memory moves without system calls; sockets (and the ends of
   // shared-memory peers) need poll(2), now and then when all is shared.
-  if (links_.looks_this_turn(0)) {
+  if (links_.looks_this_turn(0, turn_)) {
     links_.fill(table_);
     const int rc = table_.fds.empty() ? 0 : ::poll(table_.fds.data(), table_.fds.size(), 0);
     if (rc > 0) {
@@ -504,7 +504,7 @@ void MessageWire::run() {
       if (!announce_sleep()) timeout = 0;
       if (timeout != 0) permit.reset();
     }
-    const auto seen = links_.look(table, timeout, [&lock](pollfd* fds, nfds_t count, int ms) {
+    const auto seen = links_.look(table, timeout, turn_, [&lock](pollfd* fds, nfds_t count, int ms) {
       if (ms == 0) return ::poll(fds, count, 0);
       // Asleep without the wire: a thread that comes to drive it may.
       lock.unlock();

@@ -209,6 +209,7 @@ class MessageWire {
   // links: EngineOptions::doorbell_fd) and the links; guarded by drive_mu_.
   LinkLoop<MessageWire> links_;
   PollTable table_;  // drive_once's; guarded by drive_mu_
+  uint32_t turn_ = 0;  // its turns, for LinkLoop::looks_this_turn; guarded by drive_mu_
   std::atomic<int> drivers_{0};
   std::atomic<bool> waiting_for_drivers_{false};
   std::unique_ptr<std::atomic<bool>[]> lost_;  // read by senders
