@@ -2,10 +2,11 @@
 //
 // Errors are written by the rank that saw them, in its own words: "rank 0
 // is in all_reduce #2 while this rank is in broadcast #2". When a failing
-// rank tells its peers why (transport failure relay), the text travels;
-// read as is on rank 0 it would say the opposite of the truth. So the
-// sender turns "this rank" into its own number, and the reader turns its
-// own number into "this rank (N)".
+// rank tells its peers why (transport failure relay), that text travels
+// with the rank that wrote it (relayed_cause.h); read as is on rank 0 it
+// would say the opposite of the truth. So the reader turns the writer's
+// "this rank" into the writer's number, and its own number into "this
+// rank (N)".
 #pragma once
 
 #include <string>
