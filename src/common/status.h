@@ -62,11 +62,10 @@ class [[nodiscard]] Status {
     out.detail_->cause = cause();
     return out;
   }
-  // with_cause returns this error carrying `cause`.
-  Status with_cause(std::shared_ptr<const RelayedCause> cause) const {
-    Status out(*this);
-    if (out.detail_) out.detail_->cause = std::move(cause);
-    return out;
+  // with_cause returns this error, moved, carrying `cause`.
+  Status with_cause(std::shared_ptr<const RelayedCause> cause) && {
+    if (detail_) detail_->cause = std::move(cause);
+    return std::move(*this);
   }
 
  private:

@@ -76,7 +76,6 @@ class LinkLoop {
     all_user_space_ = any_link && every_one;
   }
   bool any_user_space() const { return any_user_space_; }
-  bool all_user_space() const { return all_user_space_; }
 
   // fill starts `t` over with the doorbell and the watched links; the
   // driver appends its own entries after them.
