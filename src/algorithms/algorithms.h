@@ -35,6 +35,10 @@ struct AlgoContext {
   // choices: where a shared-memory algorithm notes which way it went
   // (COHORT_DEBUG=info); null: nobody asked.
   ChoiceLog* choices = nullptr;
+  // way: the way within the host that COHORT_ALGO forces on a
+  // shared-memory algorithm (shm_ways.h), checked before the call;
+  // kByRule: its rule decides.
+  ShmWay way = ShmWay::kByRule;
 
   // tag makes each step's messages unique within the group.
   uint64_t tag(uint32_t step) const { return (sequence << 24) | (step & 0xFFFFFFu); }

@@ -123,7 +123,7 @@ AlgorithmTable AlgorithmTable::build(const GroupShape& shape, const CostModel& m
                                        collective_text + "'");
       return t;
     }
-    Override o{0, SIZE_MAX, Algorithm::kDirect, item};
+    Override o{0, SIZE_MAX, Algorithm::kDirect, ShmWay::kByRule, item};
     if (!range.empty()) {
       const size_t dash = range.find('-');
       const std::string lo = range.substr(0, dash),
@@ -136,6 +136,26 @@ AlgorithmTable AlgorithmTable::build(const GroupShape& shape, const CostModel& m
       }
     }
     const int c = static_cast<int>(collective);
+    // shm_direct.WAY: the algorithm, and its way within the host.
+    const size_t dot = algorithm_text.find('.');
+    if (dot != std::string::npos) {
+      const std::string way_text = algorithm_text.substr(dot + 1);
+      algorithm_text.resize(dot);
+      std::string why;
+      if (algorithm_text != algorithm_name(Algorithm::kShmDirect)) {
+        why = "only shm_direct has ways to force (shm_direct.WAY)";
+      } else if (!parse_shm_way(way_text, &o.way)) {
+        const std::string ways = shm_ways_of(collective);
+        why = "shm_direct has no way '" + way_text + "'" +
+              (ways.empty() ? "" : " (" + std::string(collective_name(collective)) + "'s: " + ways + ")");
+      } else {
+        why = why_way_cannot_run(collective, o.way, ShmCallFacts{0, true, 0, false});
+      }
+      if (!why.empty()) {
+        t.refused_[c] = invalid_argument("COHORT_ALGO item '" + item + "': " + why);
+        continue;
+      }
+    }
     if (!parse_algorithm(algorithm_text, &o.algorithm)) {
       t.refused_[c] = invalid_argument("COHORT_ALGO names unknown algorithm '" + algorithm_text +
                                        "' (item '" + item + "')");
@@ -166,6 +186,13 @@ Result<Algorithm> AlgorithmTable::choose(Collective collective, size_t bytes) co
   return chosen_[c][class_of(bytes)];
 }
 
+ShmWay AlgorithmTable::forced_way(Collective collective, size_t bytes) const {
+  for (const Override& o : overrides_[static_cast<int>(collective)]) {
+    if (bytes >= o.from && bytes < o.to) return o.way;
+  }
+  return ShmWay::kByRule;
+}
+
 bool AlgorithmTable::varies(Collective collective) const {
   const int c = static_cast<int>(collective);
   if (!overrides_[c].empty()) return true;
@@ -194,7 +221,9 @@ std::string AlgorithmTable::describe() const {
       out << collective_name(collective) << "  refused: " << refused_[c].message() << "\n";
     for (const Override& o : overrides_[c]) {
       out << collective_name(collective) << "  " << size_text(o.from) << "-" << size_text(o.to) << "  "
-          << algorithm_name(o.algorithm) << "  (forced by COHORT_ALGO)\n";
+          << algorithm_name(o.algorithm)
+          << (o.way == ShmWay::kByRule ? std::string() : std::string(".") + shm_way_name(o.way))
+          << "  (forced by COHORT_ALGO)\n";
     }
     int k = 0;
     // Sizes up to 1 GiB a rank: the classes above only repeat the last.
@@ -225,6 +254,7 @@ std::string AlgorithmTable::describe() const {
       k = last + 1;
     }
   }
+  if (shape_.topology == Topology::kOneHost) out << describe_shm_ways();
   return out.str();
 }
 

@@ -12,6 +12,8 @@
 //                                      KiB, MiB, GiB; no HI: no bound)
 //   leaders.collective...              the leaders' step of a hierarchical
 //                                      collective (between hosts)
+//   ...=shm_direct.WAY                 shm_direct, the way within the host
+//                                      forced too (shm_ways.h)
 //
 // An override that cannot run in this group is refused: the collective
 // fails, naming the item and why, rather than running something else.
@@ -24,6 +26,7 @@
 
 #include "algorithms/cost_model.h"
 #include "algorithms/registry.h"
+#include "algorithms/shm_ways.h"
 #include "common/status.h"
 
 namespace cohort {
@@ -41,6 +44,9 @@ class AlgorithmTable {
   // choose: the algorithm for `bytes` per rank; an error when an override
   // for it was refused (or COHORT_ALGO could not be parsed).
   Result<Algorithm> choose(Collective collective, size_t bytes) const;
+  // forced_way: the way within the host that an override forces on
+  // shm_direct for `bytes` (ShmWay::kByRule: none).
+  ShmWay forced_way(Collective collective, size_t bytes) const;
   // varies: more than one algorithm may run `collective` in this group
   // (by size, or by an override's range), so ranks that see different
   // sizes of one call must agree on the size before choosing.
@@ -68,6 +74,7 @@ class AlgorithmTable {
   struct Override {
     size_t from, to;  // [from, to)
     Algorithm algorithm;
+    ShmWay way;  // shm_direct.WAY; kByRule otherwise
     std::string item;
   };
 

@@ -106,15 +106,6 @@ Status post_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
   return Status::ok_status();
 }
 
-// A reduce_scatter goes through the posts up to a post in all (16 KiB),
-// where each rank has a core: at 2 ranks, bound, 2-16 KiB in all took
-// 0.70-2.08 us against 0.81-2.32 through the slots (1.11-1.24x; Intel Xeon
-// VM, 2026-12-06, alternating builds, medians of 5 jobs). Where the ranks
-// outnumber the cores, only up to 1 KiB: at 4 ranks on 2 cores, 2-4 KiB
-// in all took 1.2x as long through the posts (medians of 6 jobs that
-// spread by 1.5x).
-constexpr size_t kOversubscribedPostReduceScatterBytes = 1024;
-
 // reduce_own_block sets `out` (n elements) to this rank's block of every
 // rank's input reduced in rank order (so that the bits do not depend on
 // which rank reduces): rank q's block at block_of(q), this rank's own at
@@ -177,13 +168,6 @@ Status post_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outp
   return Status::ok_status();
 }
 
-// A broadcast reads the root's buffer in place only below this: from
-// there the slots' pipeline, where the root copies one chunk while the
-// others copy the last, beats one copy by the kernel (2 ranks, 2026-12-05:
-// 1 MiB 49 against 62 us, 2 MiB 173 against 150, 4 MiB 383-449 against
-// 307-314).
-constexpr size_t kBroadcastReadsBelow = size_t{2} << 20;
-
 // read_broadcast: every rank but the root reads the root's buffer in place.
 Status read_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root,
                       const shm::HostSlots::Stamp& mine) {
@@ -199,7 +183,8 @@ Status read_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int 
 }  // namespace
 
 Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root) {
-  if (buf.bytes() <= shm::HostSlots::kPostBytes) {
+  const ShmWay way = way_of(c, a, Collective::kBroadcast, buf.bytes());
+  if (way == ShmWay::kPosts) {
     note_way(c, Collective::kBroadcast, "through the posts");
     return post_broadcast(c, a, buf, root);
   }
@@ -207,7 +192,7 @@ Status shm_broadcast(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int r
   auto* data = static_cast<uint8_t*>(buf.data);
   const size_t bytes = buf.bytes();
   auto mine = op_stamp(c, Collective::kBroadcast, root, bytes);
-  if (bytes < kBroadcastReadsBelow && reads_in_place(a, bytes)) {
+  if (way == ShmWay::kInPlace) {
     note_way(c, Collective::kBroadcast, "reading the root's buffer in place");
     return read_broadcast(c, a, buf, root, mine);
   }
@@ -238,13 +223,14 @@ Status shm_all_gather(AlgoContext& c, shm::HostSlots& a, const Buffer& input,
   const int p = a.local_size(), me = a.local_index();
   size_t most = 0;
   for (const Buffer& o : outputs) most = std::max(most, o.bytes());
-  if (most <= shm::HostSlots::kPostBytes) {
+  const ShmWay way = way_of(c, a, Collective::kAllGather, most);
+  if (way == ShmWay::kPosts) {
     note_way(c, Collective::kAllGather, "through the posts");
     return post_all_gather(c, a, input, outputs, most);
   }
   const auto* in = static_cast<const uint8_t*>(input.data);
   auto mine = op_stamp(c, Collective::kAllGather, -1, most);
-  if (reads_in_place(a, most)) {
+  if (way == ShmWay::kInPlace) {
     note_way(c, Collective::kAllGather, "reading the others' buffers in place");
     int half;
     Status st = begin_single_copy(c, a, mine, input.data, &half);
@@ -328,14 +314,12 @@ Status shm_reduce_scatter(AlgoContext& c, shm::HostSlots& a, const Buffer& outpu
   const size_t es = dtype_size(output.dtype);
   size_t most = 0;
   for (const Buffer& b : inputs) most = std::max(most, b.count);
-  const size_t post_limit =
-      a.oversubscribed() ? kOversubscribedPostReduceScatterBytes : shm::HostSlots::kPostBytes;
-  if (most * es * static_cast<size_t>(p) <= post_limit) {
+  if (way_of(c, a, Collective::kReduceScatter, most * es * static_cast<size_t>(p)) == ShmWay::kPosts) {
     note_way(c, Collective::kReduceScatter, "through the posts");
     return post_reduce_scatter(c, a, output, inputs, op, most);
   }
   note_way(c, Collective::kReduceScatter,
-           most * es * static_cast<size_t>(p) <= shm::HostSlots::kPostBytes
+           c.way == ShmWay::kByRule && most * es * static_cast<size_t>(p) <= shm::HostSlots::kPostBytes
                ? "through the slots: its blocks fit the posts, but this host's ranks outnumber their CPUs"
                : "through the slots");
   // Each chunk carries `per_block` elements of every other destination's

@@ -72,23 +72,26 @@ inline Status end_single_copy(AlgoContext& c, shm::HostSlots& a, int half) {
   return st;
 }
 
-// reads_in_place says whether an operation of `bytes` per rank reads the
-// other ranks' buffers in place (process_vm_readv) instead of going
-// through the slots: when the host allows and chose single copy, from the
-// size it chose (host_slots.h).
-//
-// Where the host's ranks outnumber its cores, each collective says which
-// way wins. A broadcast or all_gather through the slots lets a writer run
-// ahead of readers that are not running; read in place, every rank waits
-// for all at the start and the end (4 ranks on 2 cores, 2026-12-06: in
-// place took 1.6-1.8x as long for a broadcast of 256 KiB-1 MiB, 1.2x for
-// an all_gather of 4 MiB). An all_to_all through the slots passes every
-// chunk of every block through a meeting of all ranks, and there reading
-// in place wins (1.14-1.36x at 256 KiB-16 MiB; docs/performance.md).
-enum class WhenOversubscribed { kSlots, kReadInPlace };
-inline bool reads_in_place(const shm::HostSlots& a, size_t bytes,
-                           WhenOversubscribed oversubscribed = WhenOversubscribed::kSlots) {
-  if (a.oversubscribed() && oversubscribed == WhenOversubscribed::kSlots) return false;
+// shm_call_facts: what the ways' rules (shm_ways.h) read of a call of
+// `bytes` on this host.
+inline ShmCallFacts shm_call_facts(const shm::HostSlots& a, size_t bytes) {
+  return ShmCallFacts{bytes, a.single_copy(), a.single_copy_from(), a.oversubscribed()};
+}
+
+// way_of: the way `collective` goes for `bytes` (as shm_ways.h counts
+// them): the one COHORT_ALGO forced, else its rule's.
+inline ShmWay way_of(const AlgoContext& c, const shm::HostSlots& a, Collective collective, size_t bytes) {
+  return c.way != ShmWay::kByRule ? c.way : shm_way_by_rule(collective, shm_call_facts(a, bytes));
+}
+
+// all_to_all_reads_in_place says whether an all_to_all of blocks of
+// `bytes` offers to read the others' buffers in place (process_vm_readv),
+// from the size the host chose (host_slots.h). Unlike a broadcast or
+// all_gather (shm_ways.cc), it does so where the host's ranks outnumber
+// their cores too: through the slots every chunk of every block passes a
+// meeting of all ranks, and there reading in place wins (1.14-1.36x at
+// 256 KiB-16 MiB; docs/performance.md).
+inline bool all_to_all_reads_in_place(const shm::HostSlots& a, size_t bytes) {
   return bytes >= a.single_copy_from();
 }
 

@@ -372,14 +372,11 @@ Status shm_all_reduce_pieces(AlgoContext& c, shm::HostSlots& a, const std::vecto
 Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale) {
   const size_t bytes = buf.bytes();
-  if (shm_all_reduce_takes_pieces(bytes)) {
+  const ShmWay way = way_of(c, a, Collective::kAllReduce, bytes);
+  if (way == ShmWay::kSlots) {
     return reduce_chunks(c, a, pieces_of({buf}), buf.dtype, op, -1, post_scale);
   }
-  // Over a word and up to a post: in one step through the posts, where a
-  // rank need not wait for a slot half that its peers may still be reading
-  // (at 2 ranks, 4 KiB: 0.52-0.55 us against 0.58-0.60 through the slots;
-  // 16 KiB: 3.25 against 4.11 through the slots in one step).
-  if (bytes > sizeof(uint64_t)) {
+  if (way == ShmWay::kPosts) {
     note_way(c, Collective::kAllReduce, "through the posts");
     return post_all_reduce(c, a, buf, op, post_scale);
   }
@@ -414,7 +411,7 @@ Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, Redu
 }
 
 Status shm_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, int root, ReduceOp::Kind op) {
-  if (buf.bytes() <= shm::HostSlots::kPostBytes) {
+  if (way_of(c, a, Collective::kReduce, buf.bytes()) == ShmWay::kPosts) {
     note_way(c, Collective::kReduce, "through the posts");
     return post_reduce(c, a, buf, root, op);
   }

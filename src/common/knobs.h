@@ -220,8 +220,9 @@ inline constexpr KnobSpec kAlgo{
     "chain and scatter_all_gather (broadcast), halving_gather (reduce), pipelined_tree and knomial_tree (broadcast, "
     "reduce), direct, pairwise, dissemination, shm_direct (all "
     "ranks on one host), hierarchical (several hosts) and hierarchical_shares (all_reduce, the same "
-    "ranks on every host). An item that cannot run on a group is "
-    "refused: that collective fails, naming the item and why."};
+    "ranks on every host). 'shm_direct.WAY' also forces its way within the host: stamp (all_reduce), "
+    "posts, in_place (broadcast, all_gather) or slots (cohort-info --algorithms --hosts 1 lists them). "
+    "An item that cannot run on a group is refused: that collective fails, naming the item and why."};
 
 inline constexpr KnobSpec kCostTcpUs{
     "COHORT_COST_TCP_US",

@@ -73,6 +73,22 @@ Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, con
     }
   }
   auto algorithm = table_.choose(collective, bytes);
+  forced_way_ = ShmWay::kByRule;
+  if (algorithm.ok() && algorithm.value() == Algorithm::kShmDirect) {
+    forced_way_ = table_.forced_way(collective, bytes);
+    // Every rank of the host has the same facts, so all refuse alike,
+    // before any of them starts.
+    const size_t facts_bytes =
+        collective == Collective::kReduceScatter ? bytes * static_cast<size_t>(arena_->local_size()) : bytes;
+    const ShmCallFacts facts{facts_bytes, arena_->single_copy(), arena_->single_copy_from(),
+                             arena_->oversubscribed()};
+    const std::string why = why_way_cannot_run(collective, forced_way_, facts);
+    if (!why.empty()) {
+      return invalid_argument("COHORT_ALGO forces " + std::string(collective_name(collective)) +
+                              " through shm_direct." + shm_way_name(forced_way_) + ", which cannot run " +
+                              *op.what + ": " + why);
+    }
+  }
   if (log_choices_ && algorithm.ok())
     choice_log_.note(collective, bytes, algorithm.value(), table_, *op.what);
   return algorithm;
@@ -142,9 +158,15 @@ AlgoContext NativeBackend::context(const OpContext& op, bool direct) {
   // A direct shared-memory algorithm looks at the deadline only when it
   // has to sleep: it keeps the blocking call's unconverted one. The others
   // look at it on every send and poll.
-  return AlgoContext{*transport_,     op.sequence,    direct ? op.deadline : op.deadline.resolved(),
-                     *op.what,        scratch_,       &leaders_table_,
-                     &columns_table_, log_choices_ ? &choice_log_ : nullptr};
+  return AlgoContext{*transport_,
+                     op.sequence,
+                     direct ? op.deadline : op.deadline.resolved(),
+                     *op.what,
+                     scratch_,
+                     &leaders_table_,
+                     &columns_table_,
+                     log_choices_ ? &choice_log_ : nullptr,
+                     direct ? forced_way_ : ShmWay::kByRule};
 }
 
 void NativeBackend::premultiply(const Buffer& buffer, ReduceOp reduce_op) {

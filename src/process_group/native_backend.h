@@ -66,7 +66,9 @@ class NativeBackend : public Backend {
   // shared-memory algorithm, which gets the deadline unconverted.
   struct AlgoContext context(const OpContext& op, bool direct);
   // choose asks the algorithm table, knowing where this group's ranks are
-  // (and logs the choice with COHORT_DEBUG=info).
+  // (and logs the choice with COHORT_DEBUG=info). Where the table forces
+  // shm_direct's way within the host, it checks here, before the call,
+  // that the way can run it, and the next context() carries the way.
   Result<Algorithm> choose(Collective collective, size_t bytes, const OpContext& op);
   // direct_done passes on a direct (shared-memory) algorithm's status; on
   // failure it first fails the transport, which tells the peers why.
@@ -97,6 +99,7 @@ class NativeBackend : public Backend {
   AlgorithmTable columns_table_;
   uint64_t table_generation_ = ~uint64_t{0};
   ChoiceLog choice_log_;
+  ShmWay forced_way_ = ShmWay::kByRule;  // the last choose()'s, for context()
   std::vector<SendRequest> fingerprint_sends_;  // reused by exchange_fingerprints
   std::vector<RecvRequest> fingerprint_recvs_;
 };

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/shm_ways.h"
 #include "cohort/config.h"
+#include "cohort/errors.h"
 #include "common/cpu_binding.h"
 #include "process_group/thread_ranks.h"
 #include "support/messages.h"
@@ -276,6 +278,141 @@ TEST(OneHostPaths, EachDirectCollectiveLogsTheWayItWentOncePerWay) {
     EXPECT_EQ(lines_with(log, c, "goes through the slots" + once), 2u) << c << "\n" << log;
   }
   EXPECT_EQ(times_in(log, "in place"), 0u) << log;
+}
+
+// run_collective runs `c` on `n` floats a rank (a block, for all_gather
+// and reduce_scatter) with values that tell the ranks apart, and checks
+// what every rank gets.
+void run_collective(ProcessGroup& g, Collective c, size_t n) {
+  const int p = g.size(), me = g.rank();
+  auto value = [](int rank, size_t k) { return static_cast<float>(rank * 10 + static_cast<int>(k % 7)); };
+  std::vector<float> v(n), all(n * static_cast<size_t>(p));
+  for (size_t k = 0; k < n; ++k) v[k] = value(me, k);
+  switch (c) {
+    case Collective::kAllReduce:
+    case Collective::kReduce:
+      c == Collective::kAllReduce ? g.all_reduce(Buffer::of(v)) : g.reduce(Buffer::of(v), ReduceOptions{});
+      if (c == Collective::kReduce && me != 0) return;
+      for (size_t k = 0; k < n; ++k) {
+        float sum = 0;
+        for (int q = 0; q < p; ++q) sum += value(q, k);
+        ASSERT_EQ(v[k], sum) << collective_name(c) << " of " << n << " at " << k;
+      }
+      return;
+    case Collective::kBroadcast: {
+      BroadcastOptions o;
+      o.src = p - 1;
+      g.broadcast(Buffer::of(v), o);
+      for (size_t k = 0; k < n; ++k) ASSERT_EQ(v[k], value(p - 1, k)) << "broadcast of " << n << " at " << k;
+      return;
+    }
+    case Collective::kAllGather:
+      g.all_gather_into_tensor(Buffer::of(all), Buffer::of(v));
+      for (size_t k = 0; k < all.size(); ++k) {
+        ASSERT_EQ(all[k], value(static_cast<int>(k / n), k % n)) << "all_gather of " << n << " at " << k;
+      }
+      return;
+    case Collective::kReduceScatter: {
+      for (size_t k = 0; k < all.size(); ++k) all[k] = value(me, k);
+      g.reduce_scatter_tensor(Buffer::of(v), Buffer::of(all));
+      for (size_t k = 0; k < n; ++k) {
+        const size_t at = static_cast<size_t>(me) * n + k;
+        float sum = 0;
+        for (int q = 0; q < p; ++q) sum += value(q, at);
+        ASSERT_EQ(v[k], sum) << "reduce_scatter of " << n << " at " << k;
+      }
+      return;
+    }
+    default:
+      FAIL() << collective_name(c) << " has no forceable way";
+  }
+}
+
+// What the debug log says of each way (note_way's words).
+const char* logged_as(ShmWay way) {
+  switch (way) {
+    case ShmWay::kStamp:
+      return "goes in the stamps";
+    case ShmWay::kPosts:
+      return "goes through the posts (logged";
+    case ShmWay::kInPlace:
+      return " in place (logged";
+    default:
+      return "goes through the slots";
+  }
+}
+
+// Every way of shm_ways.cc that COHORT_ALGO may force runs its collective
+// at 3 ranks (more than the 2 cores here: the rules would take other
+// ways) at sizes from one element to several chunks, gives the right
+// values and goes the way it was told, whatever the rule would take.
+TEST(OneHostPaths, EveryForceableWayRunsItsCollectiveWhereverTheRuleWouldGo) {
+  set_config("COHORT_SHM_SINGLE_COPY_BYTES", "1");  // the host may read in place, from any size
+  set_config("COHORT_LOG_LEVEL", "warning");
+  set_config("COHORT_DEBUG", "info");
+  int forced = 0;
+  for (const ShmWayEntry& e : shm_way_registry()) {
+    if (!e.forceable) continue;
+    ++forced;
+    const std::string item =
+        std::string(collective_name(e.collective)) + "=shm_direct." + shm_way_name(e.way);
+    set_config("COHORT_ALGO", item);
+    // Sizes the way can run: the stamp a word, the posts 16 KiB (every
+    // block together for reduce_scatter: 3 x 1000 floats).
+    std::vector<size_t> sizes = {1};
+    if (e.way == ShmWay::kStamp) sizes.push_back(2);
+    if (e.way != ShmWay::kStamp) sizes.push_back(1000);
+    if (e.way == ShmWay::kSlots || e.way == ShmWay::kInPlace) sizes.push_back(300001);
+    ::testing::internal::CaptureStderr();
+    run_ranks(3, [&](ProcessGroup& g) {
+      for (size_t n : sizes) run_collective(g, e.collective, n);
+    });
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    // all_gather and reduce_scatter log as their _tensor calls: one collective runs a time.
+    const std::string of = "] " + std::string(collective_name(e.collective));
+    EXPECT_EQ(lines_with(log, of, logged_as(e.way)), 3u) << item << "\n" << log;
+    EXPECT_EQ(lines_with(log, of, "(logged once for this way)"), 3u) << item << ": another way too\n" << log;
+  }
+  EXPECT_EQ(forced, 13);
+  reset_config("COHORT_ALGO");
+  reset_config("COHORT_DEBUG");
+  reset_config("COHORT_LOG_LEVEL");
+  reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+}
+
+// A forced way that cannot run a call is refused by every rank before
+// any starts it, naming the way and why: the posts for 64 KiB, reading in
+// place on a host whose ranks may not. The refusal fails the collective
+// as InvalidArgument (and, as any failure, the group); sizes the way can
+// run go that way.
+TEST(OneHostPaths, AForcedWayThatCannotRunACallIsRefusedNamingWhy) {
+  set_config("COHORT_ALGO", "broadcast=shm_direct.posts");
+  run_ranks(2, [](ProcessGroup& g) {
+    std::vector<float> small(4096, 1.0f), large(16384, 1.0f);
+    g.broadcast(Buffer::of(small));
+    const std::string why = message_of([&] { g.broadcast(Buffer::of(large)); });
+    EXPECT_NE(
+        why.find("COHORT_ALGO forces broadcast through shm_direct.posts, which cannot run broadcast #2"),
+        std::string::npos)
+        << why;
+    EXPECT_NE(why.find("the posts hold 16384 bytes a rank; this call has 65536"), std::string::npos) << why;
+    EXPECT_THROW(g.barrier(), BackendError);
+  });
+  set_config("COHORT_ALGO", "all_gather=shm_direct.in_place");
+  set_config("COHORT_SHM_SINGLE_COPY_BYTES", "0");
+  run_ranks(2, [](ProcessGroup& g) {
+    std::vector<float> in(8, 1.0f), out(16);
+    try {
+      g.all_gather_into_tensor(Buffer::of(out), Buffer::of(in));
+      ADD_FAILURE() << "in place ran where the ranks may not read each other's memory";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("this host's ranks do not read each other's memory"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+  reset_config("COHORT_SHM_SINGLE_COPY_BYTES");
+  reset_config("COHORT_ALGO");
 }
 
 // A reduce_scatter on one host reduces each block in rank order, whichever

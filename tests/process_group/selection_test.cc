@@ -172,6 +172,75 @@ TEST(AlgorithmSelection, OverridesTakeSizeRangesAndRefuseWhatCannotRun) {
   reset_config("COHORT_ALGO");
 }
 
+// shm_direct's ways (shm_ways.h): forced by COHORT_ALGO as
+// shm_direct.WAY over a range of sizes, refused where no such way runs the
+// collective, and listed under a one-host table only.
+TEST(AlgorithmSelection, ShmDirectsWaysAreForcedByNameAndRefusedWhereTheyDoNotRun) {
+  set_config("COHORT_ALGO", "broadcast:64K-:shm_direct.slots");
+  const AlgorithmTable one_host = AlgorithmTable::for_config(GroupShape::of(4, 1));
+  EXPECT_EQ(one_host.choose(Collective::kBroadcast, 1 << 20).value(), Algorithm::kShmDirect);
+  EXPECT_EQ(one_host.forced_way(Collective::kBroadcast, 1 << 20), ShmWay::kSlots);
+  EXPECT_EQ(one_host.forced_way(Collective::kBroadcast, 1024), ShmWay::kByRule);
+  EXPECT_EQ(one_host.forced_way(Collective::kAllGather, 1 << 20), ShmWay::kByRule);
+  const std::string text = one_host.describe();
+  EXPECT_NE(text.find("broadcast  64K-  shm_direct.slots  (forced by COHORT_ALGO)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# shm_direct's ways within the host"), std::string::npos) << text;
+  EXPECT_NE(text.find("broadcast  in_place*  from the host's single-copy size"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_to_all  posts  "), std::string::npos) << "listed, not forceable: " << text;
+  reset_config("COHORT_ALGO");
+  const std::string flat = AlgorithmTable::for_config(GroupShape::flat(4)).describe();
+  EXPECT_EQ(flat.find("shm_direct's ways"), std::string::npos) << flat;
+
+  auto refused = [](const char* spec, Collective c, const char* why) {
+    set_config("COHORT_ALGO", spec);
+    auto bad = choose_algorithm(c, 4, 4, Topology::kOneHost);
+    ASSERT_FALSE(bad.ok()) << spec;
+    EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
+  };
+  refused("broadcast=shm_direct.stamp", Collective::kBroadcast,
+          "COHORT_ALGO item 'broadcast=shm_direct.stamp': shm_direct has no way 'stamp' to force for "
+          "broadcast (its ways: posts, in_place, slots)");
+  refused("reduce=shm_direct.sideways", Collective::kReduce,
+          "shm_direct has no way 'sideways' (reduce's: posts, slots)");
+  refused("all_to_all=shm_direct.posts", Collective::kAllToAll,
+          "(its ways are agreed by the host's ranks at each call)");
+  refused("all_gather=ring.slots", Collective::kAllGather,
+          "only shm_direct has ways to force (shm_direct.WAY)");
+  reset_config("COHORT_ALGO");
+}
+
+// The rules take the ways their entries say, at the edges the entries name.
+TEST(AlgorithmSelection, ShmDirectsRulesTakeTheWaysTheirEntriesName) {
+  auto way = [](Collective c, size_t bytes, bool oversubscribed = false) {
+    return shm_way_by_rule(c, ShmCallFacts{bytes, true, 32 << 10, oversubscribed});
+  };
+  EXPECT_EQ(way(Collective::kAllReduce, 8), ShmWay::kStamp);
+  EXPECT_EQ(way(Collective::kAllReduce, 9), ShmWay::kPosts);
+  EXPECT_EQ(way(Collective::kAllReduce, 16384), ShmWay::kPosts);
+  EXPECT_EQ(way(Collective::kAllReduce, 16385), ShmWay::kSlots);
+  EXPECT_EQ(way(Collective::kBroadcast, 16384), ShmWay::kPosts);
+  EXPECT_EQ(way(Collective::kBroadcast, 16385), ShmWay::kSlots);  // below the single-copy size
+  EXPECT_EQ(way(Collective::kBroadcast, 32 << 10), ShmWay::kInPlace);
+  EXPECT_EQ(way(Collective::kBroadcast, 32 << 10, true), ShmWay::kSlots);
+  EXPECT_EQ(way(Collective::kBroadcast, 2 << 20), ShmWay::kSlots);
+  EXPECT_EQ(way(Collective::kAllGather, 2 << 20), ShmWay::kInPlace);
+  EXPECT_EQ(way(Collective::kReduceScatter, 1024, true), ShmWay::kPosts);
+  EXPECT_EQ(way(Collective::kReduceScatter, 1025, true), ShmWay::kSlots);
+  EXPECT_EQ(way(Collective::kReduceScatter, 16384), ShmWay::kPosts);
+  EXPECT_EQ(shm_way_by_rule(Collective::kBroadcast, ShmCallFacts{1 << 20, false, SIZE_MAX, false}),
+            ShmWay::kSlots);
+  // Forced, the posts and the stamp take what they hold; reading in place
+  // needs a host whose ranks may.
+  const ShmCallFacts all_blocks_in_a_post{16384, true, 0, true};
+  EXPECT_EQ(why_way_cannot_run(Collective::kReduceScatter, ShmWay::kPosts, all_blocks_in_a_post), "");
+  EXPECT_NE(why_way_cannot_run(Collective::kAllReduce, ShmWay::kStamp, ShmCallFacts{9, true, 0, false})
+                .find("the stamp carries a word (8 bytes); this call has 9"),
+            std::string::npos);
+  const ShmCallFacts no_single_copy{4, false, SIZE_MAX, false};
+  EXPECT_NE(why_way_cannot_run(Collective::kBroadcast, ShmWay::kInPlace, no_single_copy), "");
+}
+
 // A group that a refused override broke refuses later work as a
 // BackendError naming the first failure: not a network error, since no
 // peer is gone.

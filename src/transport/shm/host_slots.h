@@ -89,6 +89,8 @@ class HostSlots {
   // by 2x at 2 ranks (2026-12-05, docs/performance.md).
   static constexpr size_t kAutoSingleCopyFrom = size_t{32} << 10;
   size_t single_copy_from() const { return single_copy_ ? single_copy_from_ : SIZE_MAX; }
+  // single_copy: the host's ranks may read each other's buffers at all.
+  bool single_copy() const { return single_copy_; }
   // oversubscribed is true when this host's ranks outnumber the CPUs they
   // may run on, all their affinities together.
   bool oversubscribed() const { return oversubscribed_; }
