@@ -5,41 +5,11 @@
 #include "transport/shm/host_slots.h"
 
 namespace cohort {
+
+static_assert(shm_rules::kShmPostBytes == shm::HostSlots::kPostBytes,
+              "shm_ways.h: the posts' size is host_slots.h's");
+
 namespace {
-
-constexpr size_t kPostBytes = shm::HostSlots::kPostBytes;
-
-// A reduce_scatter goes through the posts up to a post in all (16 KiB),
-// where each rank has a core: at 2 ranks, bound, 2-16 KiB in all took
-// 0.70-2.08 us against 0.81-2.32 through the slots (1.11-1.24x; Intel Xeon
-// VM, 2026-12-06, alternating builds, medians of 5 jobs). Where the ranks
-// outnumber the cores, only up to 1 KiB: at 4 ranks on 2 cores, 2-4 KiB
-// in all took 1.2x as long through the posts (medians of 6 jobs that
-// spread by 1.5x).
-constexpr size_t kOversubscribedPostReduceScatterBytes = 1024;
-
-// A broadcast reads the root's buffer in place only below this: from
-// there the slots' pipeline, where the root copies one chunk while the
-// others copy the last, beats one copy by the kernel (2 ranks, 2026-12-05:
-// 1 MiB 49 against 62 us, 2 MiB 173 against 150, 4 MiB 383-449 against
-// 307-314).
-constexpr size_t kBroadcastReadsBelow = size_t{2} << 20;
-
-// reads_in_place: the host's rule for reading in place (host_slots.h:
-// from its single-copy size, and not where the ranks outnumber their
-// CPUs: there every rank of an in-place broadcast or all_gather waits for
-// all at its start and end, where the slots let a writer run ahead; 4
-// ranks on 2 cores, 2026-12-06: 1.6-1.8x as long for a broadcast of 256
-// KiB-1 MiB, 1.2x for an all_gather of 4 MiB).
-bool reads_in_place(const ShmCallFacts& f) {
-  return !f.oversubscribed && f.bytes >= f.single_copy_from;
-}
-
-size_t post_limit(Collective collective, const ShmCallFacts& f) {
-  if (collective == Collective::kReduceScatter && f.oversubscribed)
-    return kOversubscribedPostReduceScatterBytes;
-  return kPostBytes;
-}
 
 const ShmWayEntry* entry_of(Collective collective, ShmWay way) {
   for (const ShmWayEntry& e : shm_way_registry()) {
@@ -125,27 +95,6 @@ std::string shm_ways_of(Collective collective) {
   return names;
 }
 
-ShmWay shm_way_by_rule(Collective collective, const ShmCallFacts& f) {
-  switch (collective) {
-    case Collective::kAllReduce:
-      return f.bytes <= sizeof(uint64_t) ? ShmWay::kStamp
-             : f.bytes <= kPostBytes     ? ShmWay::kPosts
-                                         : ShmWay::kSlots;
-    case Collective::kReduce:
-      return f.bytes <= kPostBytes ? ShmWay::kPosts : ShmWay::kSlots;
-    case Collective::kBroadcast:
-      if (f.bytes <= kPostBytes) return ShmWay::kPosts;
-      return f.bytes < kBroadcastReadsBelow && reads_in_place(f) ? ShmWay::kInPlace : ShmWay::kSlots;
-    case Collective::kAllGather:
-      if (f.bytes <= kPostBytes) return ShmWay::kPosts;
-      return reads_in_place(f) ? ShmWay::kInPlace : ShmWay::kSlots;
-    case Collective::kReduceScatter:
-      return f.bytes <= post_limit(collective, f) ? ShmWay::kPosts : ShmWay::kSlots;
-    default:
-      return ShmWay::kSlots;
-  }
-}
-
 std::string why_way_cannot_run(Collective collective, ShmWay way, const ShmCallFacts& f) {
   if (way == ShmWay::kByRule) return "";
   const ShmWayEntry* e = entry_of(collective, way);
@@ -162,8 +111,8 @@ std::string why_way_cannot_run(Collective collective, ShmWay way, const ShmCallF
       return f.bytes <= sizeof(uint64_t) ? "" : "the stamp carries a word (8 bytes)" + has;
     case ShmWay::kPosts:
       // Forced, the posts take what they hold, whoever shares the CPUs.
-      if (f.bytes <= kPostBytes) return "";
-      return "the posts hold " + std::to_string(kPostBytes) + " bytes" +
+      if (f.bytes <= shm_rules::kShmPostBytes) return "";
+      return "the posts hold " + std::to_string(shm_rules::kShmPostBytes) + " bytes" +
              (collective == Collective::kReduceScatter ? " of all blocks together" : " a rank") + has;
     case ShmWay::kInPlace:
       return f.single_copy

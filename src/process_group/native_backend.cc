@@ -73,9 +73,9 @@ Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, con
     }
   }
   auto algorithm = table_.choose(collective, bytes);
-  forced_way_ = ShmWay::kByRule;
-  if (algorithm.ok() && algorithm.value() == Algorithm::kShmDirect) {
-    forced_way_ = table_.forced_way(collective, bytes);
+  forced_way_ = algorithm.ok() && algorithm.value() == Algorithm::kShmDirect ? table_.forced_way(collective, bytes)
+                                                                              : ShmWay::kByRule;
+  if (forced_way_ != ShmWay::kByRule) {
     // Every rank of the host has the same facts, so all refuse alike,
     // before any of them starts.
     const size_t facts_bytes =
