@@ -30,7 +30,8 @@ constexpr double kMessageUs = 1.0;
 // loopback TCP on 2 cores (8 a CPU), blocks of 4 B, ranks bound:
 // pairwise all_to_all, 30 messages a rank posted at once, took 563 us
 // (2.3 us of a rank's CPU a message), Bruck's, 4 steps, 300 us (75 us a
-// step, 9.4 us a rank).
+// step, 9.4 us a rank). bench/calibrate_crowding.sh measures both again
+// on another machine, for COHORT_COST_CROWDED_MESSAGE_US and _STEP_US.
 constexpr double kCrowdedMessageUs = 2.3;
 constexpr double kCrowdedStepUs = 9.4;
 
@@ -86,6 +87,10 @@ CostModel CostModel::from_config() {
               kCrowdedStepUs * 1e-6};
   const double us = config_float(knobs::kCostTcpUs);
   if (us > 0) m.network.latency_s = us * 1e-6;
+  const double message_us = config_float(knobs::kCostCrowdedMessageUs);
+  if (message_us > 0) m.crowded_message_s = message_us * 1e-6;
+  const double step_us = config_float(knobs::kCostCrowdedStepUs);
+  if (step_us > 0) m.crowded_step_s = step_us * 1e-6;
   const double gbits = config_float(knobs::kLinkGbits);
   if (gbits > 0) m.network.bytes_per_s = gbits * 1e9 / 8;
   return m;

@@ -238,6 +238,32 @@ inline constexpr KnobSpec kCostTcpUs{
     0,
     1000000};
 
+inline constexpr KnobSpec kCostCrowdedMessageUs{
+    "COHORT_COST_CROWDED_MESSAGE_US",
+    KnobType::kFloat,
+    "0",
+    "What one message of many in flight costs a rank's CPU on a machine whose ranks outnumber its "
+    "CPUs, in microseconds (0: the default measured here, 2.3). bench/calibrate_crowding.sh "
+    "measures it and COHORT_COST_CROWDED_STEP_US on the machine at hand. Give every rank the same.",
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1000000};
+
+inline constexpr KnobSpec kCostCrowdedStepUs{
+    "COHORT_COST_CROWDED_STEP_US",
+    KnobType::kFloat,
+    "0",
+    "What one step that waits for a message costs each rank on a machine whose ranks outnumber its "
+    "CPUs, in microseconds (0: the default measured here, 9.4); bench/calibrate_crowding.sh "
+    "measures it. Give every rank the same.",
+    nullptr,
+    false,
+    nullptr,
+    0,
+    1000000};
+
 inline constexpr KnobSpec kCostRanksPerCpu{
     "COHORT_COST_RANKS_PER_CPU",
     KnobType::kFloat,
@@ -491,6 +517,8 @@ inline constexpr const KnobSpec* kAllKnobs[] = {
     &kTcpSpinUs,
     &kAlgo,
     &kCostTcpUs,
+    &kCostCrowdedMessageUs,
+    &kCostCrowdedStepUs,
     &kCostRanksPerCpu,
     &kDefaultTimeoutS,
     &kMpiThread,

@@ -495,6 +495,36 @@ TEST(AlgorithmSelection, RanksThatShareOneCpuCountTheirCrowdingAndTakeFewerMessa
       << told;
 }
 
+// COHORT_COST_CROWDED_MESSAGE_US and _STEP_US (bench/calibrate_crowding.sh
+// measures them) replace the crowded machine's defaults in the model: a
+// dearer message keeps 16 ranks on 2 CPUs on Bruck's all_to_all (fewer
+// messages) to larger blocks, a dearer step moves them to pairwise sooner.
+TEST(AlgorithmSelection, TheCrowdedMachinesCostsAreTheConfigsWhenGiven) {
+  reset_config("COHORT_ALGO");
+  GroupShape crowded = GroupShape::flat(16);
+  crowded.ranks_per_cpu = 8;
+  auto bruck_up_to = [&] {
+    const AlgorithmTable t = AlgorithmTable::for_config(crowded);
+    size_t bytes = 1;
+    while (bytes < (size_t{1} << 30) && t.choose(Collective::kAllToAll, bytes).value() == Algorithm::kBruck) {
+      bytes *= 2;
+    }
+    return bytes;
+  };
+  const size_t by_default = bruck_up_to();
+  EXPECT_DOUBLE_EQ(CostModel::from_config().crowded_message_s, 2.3e-6);
+  set_config("COHORT_COST_CROWDED_MESSAGE_US", "20");
+  EXPECT_DOUBLE_EQ(CostModel::from_config().crowded_message_s, 20e-6);
+  const size_t dear_messages = bruck_up_to();
+  reset_config("COHORT_COST_CROWDED_MESSAGE_US");
+  set_config("COHORT_COST_CROWDED_STEP_US", "40");
+  EXPECT_DOUBLE_EQ(CostModel::from_config().crowded_step_s, 40e-6);
+  const size_t dear_steps = bruck_up_to();
+  reset_config("COHORT_COST_CROWDED_STEP_US");
+  EXPECT_GT(dear_messages, by_default);
+  EXPECT_LT(dear_steps, by_default);
+}
+
 // A hierarchical all_gather whose columns' override cannot run fails with
 // the override's reason on every rank, rather than running something else.
 TEST(AlgorithmSelection, ARefusedColumnsOverrideFailsTheHierarchicalCollective) {
