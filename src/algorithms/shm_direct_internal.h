@@ -75,7 +75,8 @@ inline Status end_single_copy(AlgoContext& c, shm::HostSlots& a, int half) {
 // shm_call_facts: what the ways' rules (shm_ways.h) read of a call of
 // `bytes` on this host.
 inline ShmCallFacts shm_call_facts(const shm::HostSlots& a, size_t bytes) {
-  return ShmCallFacts{bytes, a.single_copy(), a.single_copy_from(), a.oversubscribed()};
+  return ShmCallFacts{bytes, a.single_copy(), a.single_copy_from(), a.oversubscribed(),
+                      a.single_copy_size_told()};
 }
 
 // way_of: the way `collective` goes for `bytes` (as shm_ways.h counts

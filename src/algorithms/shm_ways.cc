@@ -39,10 +39,11 @@ const std::vector<ShmWayEntry>& shm_way_registry() {
        "from the host's single-copy size (32 KiB unless COHORT_SHM_SINGLE_COPY_BYTES says) to below 2 MiB, "
        "where every rank has a CPU: the others read the root's buffer in place"},
       {C::kBroadcast, W::kSlots, "otherwise: the root's chunks through its slots, copied and read in turn"},
-      {C::kAllGather, W::kPosts, "blocks up to a post (16 KiB): through the posts"},
       {C::kAllGather, W::kInPlace,
-       "blocks from the host's single-copy size, where every rank has a CPU: the others' buffers read in "
-       "place"},
+       "blocks from 8 KiB where the host's single-copy size is its default (else from that size), where "
+       "every "
+       "rank has a CPU: the others' buffers read in place"},
+      {C::kAllGather, W::kPosts, "otherwise, blocks up to a post (16 KiB): through the posts"},
       {C::kAllGather, W::kSlots,
        "otherwise: chunks through the slots (an input in symmetric memory read from there at once)"},
       {C::kReduceScatter, W::kPosts,

@@ -59,6 +59,7 @@ struct ShmCallFacts {
   bool single_copy = false;            // the host's ranks may read each other's memory
   size_t single_copy_from = SIZE_MAX;  // from this size per rank they do, by the host's rule
   bool oversubscribed = false;         // the host's ranks outnumber their CPUs
+  bool single_copy_size_told = false;  // COHORT_SHM_SINGLE_COPY_BYTES set single_copy_from
 };
 
 // The rules' sizes, each with what measured it. Inline, with the rules:
@@ -94,6 +95,21 @@ inline bool reads_in_place(const ShmCallFacts& f) {
   return !f.oversubscribed && f.bytes >= f.single_copy_from;
 }
 
+// An all_gather's blocks that fit a post are read in place from here
+// instead, where the host's single-copy size is its default and each rank
+// has a CPU: at 2 ranks, bound, 8 KiB a rank took 1.49 us in place
+// against 1.61 through the posts, 16 KiB 2.06 against 2.71; 4 KiB 1.26
+// against 0.82 (AMD EPYC VM, 2026-12-07, 5 alternating jobs each of
+// cohort-bench all_gather -b 4K -e 32K -f 2 -n 2000 -R 3 --spawn 2, the
+// way forced by COHORT_ALGO). A broadcast stays in the posts: there the
+// posts won at every size up to 16 KiB (0.87 against 1.30 us).
+inline constexpr size_t kAllGatherReadsPostsInPlaceFrom = 8192;
+
+inline bool reads_small_all_gather_in_place(const ShmCallFacts& f) {
+  return f.single_copy && !f.single_copy_size_told && !f.oversubscribed &&
+         f.bytes >= kAllGatherReadsPostsInPlaceFrom;
+}
+
 inline size_t post_limit(Collective collective, const ShmCallFacts& f) {
   if (collective == Collective::kReduceScatter && f.oversubscribed)
     return kOversubscribedPostReduceScatterBytes;
@@ -116,6 +132,7 @@ inline ShmWay shm_way_by_rule(Collective collective, const ShmCallFacts& f) {
       return f.bytes < shm_rules::kBroadcastReadsBelow && shm_rules::reads_in_place(f) ? ShmWay::kInPlace
                                                                                        : ShmWay::kSlots;
     case Collective::kAllGather:
+      if (shm_rules::reads_small_all_gather_in_place(f)) return ShmWay::kInPlace;
       if (f.bytes <= shm_rules::kShmPostBytes) return ShmWay::kPosts;
       return shm_rules::reads_in_place(f) ? ShmWay::kInPlace : ShmWay::kSlots;
     case Collective::kReduceScatter:

@@ -81,7 +81,7 @@ Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, con
     const size_t facts_bytes =
         collective == Collective::kReduceScatter ? bytes * static_cast<size_t>(arena_->local_size()) : bytes;
     const ShmCallFacts facts{facts_bytes, arena_->single_copy(), arena_->single_copy_from(),
-                             arena_->oversubscribed()};
+                             arena_->oversubscribed(), arena_->single_copy_size_told()};
     const std::string why = why_way_cannot_run(collective, forced_way_, facts);
     if (!why.empty()) {
       return invalid_argument("COHORT_ALGO forces " + std::string(collective_name(collective)) +

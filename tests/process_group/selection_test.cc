@@ -225,6 +225,16 @@ TEST(AlgorithmSelection, ShmDirectsRulesTakeTheWaysTheirEntriesName) {
   EXPECT_EQ(way(Collective::kBroadcast, 32 << 10, true), ShmWay::kSlots);
   EXPECT_EQ(way(Collective::kBroadcast, 2 << 20), ShmWay::kSlots);
   EXPECT_EQ(way(Collective::kAllGather, 2 << 20), ShmWay::kInPlace);
+  // An all_gather's blocks that fit a post are read in place from 8 KiB,
+  // unless COHORT_SHM_SINGLE_COPY_BYTES set the size or the ranks
+  // outnumber their CPUs.
+  EXPECT_EQ(way(Collective::kAllGather, 8191), ShmWay::kPosts);
+  EXPECT_EQ(way(Collective::kAllGather, 8192), ShmWay::kInPlace);
+  EXPECT_EQ(way(Collective::kAllGather, 8192, true), ShmWay::kPosts);
+  EXPECT_EQ(shm_way_by_rule(Collective::kAllGather, ShmCallFacts{8192, true, 32 << 10, false, true}),
+            ShmWay::kPosts);
+  EXPECT_EQ(shm_way_by_rule(Collective::kAllGather, ShmCallFacts{8192, false, SIZE_MAX, false}),
+            ShmWay::kPosts);
   EXPECT_EQ(way(Collective::kReduceScatter, 1024, true), ShmWay::kPosts);
   EXPECT_EQ(way(Collective::kReduceScatter, 1025, true), ShmWay::kSlots);
   EXPECT_EQ(way(Collective::kReduceScatter, 16384), ShmWay::kPosts);

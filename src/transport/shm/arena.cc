@@ -162,6 +162,7 @@ bool Arena::share_host_facts(Store& store, const std::string& key, const Status&
   // (16 thousand at 128 ranks).
   const int64_t from = config_int(knobs::kShmSingleCopyBytes);
   single_copy_from_ = from > 0 ? static_cast<size_t>(from) : kAutoSingleCopyFrom;
+  single_copy_size_told_ = from > 0;
   bool can = from != 0;
   if (can && local_size() > 1) {
     const int q = (me_ + 1) % local_size();

@@ -91,6 +91,10 @@ class HostSlots {
   size_t single_copy_from() const { return single_copy_ ? single_copy_from_ : SIZE_MAX; }
   // single_copy: the host's ranks may read each other's buffers at all.
   bool single_copy() const { return single_copy_; }
+  // single_copy_size_told: COHORT_SHM_SINGLE_COPY_BYTES gave the size
+  // (else it is kAutoSingleCopyFrom, and a collective may read in place
+  // below it where it measured faster: shm_ways.h).
+  bool single_copy_size_told() const { return single_copy_size_told_; }
   // oversubscribed is true when this host's ranks outnumber the CPUs they
   // may run on, all their affinities together.
   bool oversubscribed() const { return oversubscribed_; }
@@ -175,6 +179,7 @@ class HostSlots {
   size_t controls_at_ = 0, slots_at_ = 0, posts_at_ = 0;
   bool single_copy_ = false;
   size_t single_copy_from_ = SIZE_MAX;
+  bool single_copy_size_told_ = false;
   bool oversubscribed_ = false;  // more local ranks than their CPUs: yield, do not spin
   int64_t spin_us_ = 0;
 
