@@ -10,6 +10,7 @@
 // shm_direct.cc.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -92,8 +93,13 @@ inline ShmWay way_of(const AlgoContext& c, const shm::HostSlots& a, Collective c
 // their cores too: through the slots every chunk of every block passes a
 // meeting of all ranks, and there reading in place wins (1.14-1.36x at
 // 256 KiB-16 MiB; docs/performance.md).
+// Where the host's single-copy size is its default and each rank has a
+// CPU, from shm_rules::kSmallBlocksInPlaceFrom already, as an all_gather.
 inline bool all_to_all_reads_in_place(const shm::HostSlots& a, size_t bytes) {
-  return bytes >= a.single_copy_from();
+  if (!a.single_copy()) return false;
+  const bool small_too = !a.oversubscribed() && !a.single_copy_size_told();
+  return bytes >= (small_too ? std::min(a.single_copy_from(), shm_rules::kSmallBlocksInPlaceFrom)
+                             : a.single_copy_from());
 }
 
 // read_peer reads from local rank `q`'s buffer; when that fails (the peer

@@ -55,7 +55,9 @@ const std::vector<ShmWayEntry>& shm_way_registry() {
        "rank has a CPU",
        false},
       {C::kAllToAll, W::kInPlace,
-       "blocks of one size from the host's single-copy size: the others' buffers read in place", false},
+       "blocks of one size from the host's single-copy size (from 8 KiB where it is the default and every "
+       "rank has a CPU): the others' buffers read in place",
+       false},
       {C::kAllToAll, W::kSlots, "otherwise: chunks of every block through the slots", false},
   };
   return registry;

@@ -102,12 +102,15 @@ inline bool reads_in_place(const ShmCallFacts& f) {
 // against 0.82 (AMD EPYC VM, 2026-12-07, 5 alternating jobs each of
 // cohort-bench all_gather -b 4K -e 32K -f 2 -n 2000 -R 3 --spawn 2, the
 // way forced by COHORT_ALGO). A broadcast stays in the posts: there the
-// posts won at every size up to 16 KiB (0.87 against 1.30 us).
-inline constexpr size_t kAllGatherReadsPostsInPlaceFrom = 8192;
+// posts won at every size up to 16 KiB (0.87 against 1.30 us). An
+// all_to_all offers to read in place from here too, on the same terms: at
+// 2 ranks 16 KiB blocks took 2.03 us against 3.05 through the slots (4
+// jobs each, COHORT_SHM_SINGLE_COPY_BYTES=8192 against its default); where
+// 4 ranks share 2 cores, 8-16 KiB blocks took 1.2x as long in place.
+inline constexpr size_t kSmallBlocksInPlaceFrom = 8192;
 
 inline bool reads_small_all_gather_in_place(const ShmCallFacts& f) {
-  return f.single_copy && !f.single_copy_size_told && !f.oversubscribed &&
-         f.bytes >= kAllGatherReadsPostsInPlaceFrom;
+  return f.single_copy && !f.single_copy_size_told && !f.oversubscribed && f.bytes >= kSmallBlocksInPlaceFrom;
 }
 
 inline size_t post_limit(Collective collective, const ShmCallFacts& f) {
