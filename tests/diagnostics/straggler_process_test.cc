@@ -203,7 +203,12 @@ TEST(StragglerProcesses, CohortTraceNamesTheRankThatSleepsBeforeEachAllReduce) {
   // all_reduces and come last once (CI saw 49 of 50, with another test's
   // ranks on the same two cores).
   EXPECT_GE(first["times_last"].as_int(), 45) << g.dump();
-  EXPECT_NEAR(first["lateness_p50_s"].as_double(), 0.020, 0.004) << g.dump();
+  // Its typical lateness is its 20 ms sleep. A sleep can end late, never
+  // early: on a loaded machine the sleeper waits for a core after it (CI
+  // saw 24.0 ms with the sanitizer trees building beside 4 ranks on 2
+  // cores), while the others' own delays take at most a little off.
+  EXPECT_GE(first["lateness_p50_s"].as_double(), 0.016) << g.dump();
+  EXPECT_LE(first["lateness_p50_s"].as_double(), 0.030) << g.dump();
   EXPECT_FALSE(first["host"].as_string().empty());
   // The text names it too, first among the ranks.
   const std::string text =
