@@ -99,6 +99,13 @@ Status read_peer(AlgoContext& c, shm::HostSlots& a, int q, void* into, uint64_t 
 
 }  // namespace shm_direct_internal
 
+std::string why_shm_way_cannot_run(Collective collective, ShmWay way, const shm::HostSlots& a, size_t bytes) {
+  // A reduce_scatter's posts hold every block together (shm_reduce_scatter);
+  // the table counts one block.
+  if (collective == Collective::kReduceScatter) bytes *= static_cast<size_t>(a.local_size());
+  return why_way_cannot_run(collective, way, shm_call_facts(a, bytes));
+}
+
 namespace {
 using namespace shm_direct_internal;  // NOLINT: the helpers of every direct collective
 }  // namespace

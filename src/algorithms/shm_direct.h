@@ -17,6 +17,7 @@
 // the group is on one host; the host's part in a hierarchical one).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -29,6 +30,16 @@ namespace cohort {
 // still in cache, instead of the caller scaling the whole buffer after.
 Status shm_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, ReduceOp::Kind op,
                       double post_scale = 1.0);
+// shm_call_facts: what the ways' rules (shm_ways.h) read of a call of
+// `bytes` (as the rules count them) on this host.
+inline ShmCallFacts shm_call_facts(const shm::HostSlots& a, size_t bytes) {
+  return ShmCallFacts{bytes, a.single_copy(), a.single_copy_from(), a.oversubscribed(),
+                      a.single_copy_size_told()};
+}
+// why_shm_way_cannot_run: "" when `way` can run `collective` for `bytes`
+// per rank, as the algorithm table counts them, on this host; else why.
+std::string why_shm_way_cannot_run(Collective collective, ShmWay way, const shm::HostSlots& a, size_t bytes);
+
 // shm_all_reduce_takes_pieces says whether an all_reduce of `bytes` goes
 // through the blocked path, which also takes several buffers at once
 // (shm_all_reduce_pieces); smaller ones take one step on one buffer.

@@ -180,7 +180,7 @@ Status shm_all_to_all(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffe
   // The offer is the stamp word's top bit (no block is 2^63 bytes), so
   // that ranks with blocks of one size agree only if all offer.
   constexpr uint64_t kOffersInPlace = uint64_t{1} << 63;
-  const bool offers = mine.word != kUneven && all_to_all_reads_in_place(a, mine.word) &&
+  const bool offers = mine.word != kUneven && shm_rules::all_to_all_offers_in_place(shm_call_facts(a, mine.word)) &&
                       apart(inputs, outputs);
   if (offers) mine.word |= kOffersInPlace;
   auto offered = [&](int q, int half) {

@@ -10,7 +10,6 @@
 // shm_direct.cc.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -73,33 +72,10 @@ inline Status end_single_copy(AlgoContext& c, shm::HostSlots& a, int half) {
   return st;
 }
 
-// shm_call_facts: what the ways' rules (shm_ways.h) read of a call of
-// `bytes` on this host.
-inline ShmCallFacts shm_call_facts(const shm::HostSlots& a, size_t bytes) {
-  return ShmCallFacts{bytes, a.single_copy(), a.single_copy_from(), a.oversubscribed(),
-                      a.single_copy_size_told()};
-}
-
 // way_of: the way `collective` goes for `bytes` (as shm_ways.h counts
 // them): the one COHORT_ALGO forced, else its rule's.
 inline ShmWay way_of(const AlgoContext& c, const shm::HostSlots& a, Collective collective, size_t bytes) {
   return c.way != ShmWay::kByRule ? c.way : shm_way_by_rule(collective, shm_call_facts(a, bytes));
-}
-
-// all_to_all_reads_in_place says whether an all_to_all of blocks of
-// `bytes` offers to read the others' buffers in place (process_vm_readv),
-// from the size the host chose (host_slots.h). Unlike a broadcast or
-// all_gather (shm_ways.cc), it does so where the host's ranks outnumber
-// their cores too: through the slots every chunk of every block passes a
-// meeting of all ranks, and there reading in place wins (1.14-1.36x at
-// 256 KiB-16 MiB; docs/performance.md).
-// Where the host's single-copy size is its default and each rank has a
-// CPU, from shm_rules::kSmallBlocksInPlaceFrom already, as an all_gather.
-inline bool all_to_all_reads_in_place(const shm::HostSlots& a, size_t bytes) {
-  if (!a.single_copy()) return false;
-  const bool small_too = !a.oversubscribed() && !a.single_copy_size_told();
-  return bytes >= (small_too ? std::min(a.single_copy_from(), shm_rules::kSmallBlocksInPlaceFrom)
-                             : a.single_copy_from());
 }
 
 // read_peer reads from local rank `q`'s buffer; when that fails (the peer

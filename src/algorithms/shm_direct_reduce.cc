@@ -361,7 +361,8 @@ Status post_all_reduce(AlgoContext& c, shm::HostSlots& a, const Buffer& buf, Red
 }  // namespace
 
 bool shm_all_reduce_takes_pieces(size_t bytes) {
-  return bytes > shm::HostSlots::kPostBytes;
+  // all_reduce's rule reads the size alone: every rank takes the same path.
+  return shm_way_by_rule(Collective::kAllReduce, ShmCallFacts{bytes}) == ShmWay::kSlots;
 }
 
 Status shm_all_reduce_pieces(AlgoContext& c, shm::HostSlots& a, const std::vector<Buffer>& buffers,

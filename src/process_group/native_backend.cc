@@ -78,11 +78,7 @@ Result<Algorithm> NativeBackend::choose(Collective collective, size_t bytes, con
   if (forced_way_ != ShmWay::kByRule) {
     // Every rank of the host has the same facts, so all refuse alike,
     // before any of them starts.
-    const size_t facts_bytes =
-        collective == Collective::kReduceScatter ? bytes * static_cast<size_t>(arena_->local_size()) : bytes;
-    const ShmCallFacts facts{facts_bytes, arena_->single_copy(), arena_->single_copy_from(),
-                             arena_->oversubscribed(), arena_->single_copy_size_told()};
-    const std::string why = why_way_cannot_run(collective, forced_way_, facts);
+    const std::string why = why_shm_way_cannot_run(collective, forced_way_, *arena_, bytes);
     if (!why.empty()) {
       return invalid_argument("COHORT_ALGO forces " + std::string(collective_name(collective)) +
                               " through shm_direct." + shm_way_name(forced_way_) + ", which cannot run " +
